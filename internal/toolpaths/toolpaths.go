@@ -1,0 +1,77 @@
+// Package toolpaths names the pinned versions of the binaries virtop's tests
+// and local cluster run, and where the tools build caches them.
+//
+// Layout: ${XDG_CACHE_HOME:-$HOME/.cache}/virtop/tools/<tool>-<version>/<binary>.
+// The build script hack/tools/build.sh writes the same layout; keep both in
+// step.
+package toolpaths
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Pinned versions. hack/tools/versions.env holds the same values for the
+// build script.
+const (
+	KubernetesVersion      = "v1.37.2"
+	EtcdVersion            = "v3.7.3" // go.etcd.io/etcd/server/v3, hack/tools/etcd/go.mod
+	KwokVersion            = "v0.8.0"
+	ControllerToolsVersion = "v0.23.0"
+	// Packaging tools, built by `make tools-packaging` only.
+	HelmVersion      = "v4.3.2"
+	KustomizeVersion = "v5.8.2" // v5.8.3 needs Go 1.27
+)
+
+// CacheDir is the root of the tools cache. VIRTOP_TOOLS_DIR overrides it.
+func CacheDir() string {
+	if d := os.Getenv("VIRTOP_TOOLS_DIR"); d != "" {
+		return d
+	}
+	base := os.Getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		base = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(base, "virtop", "tools")
+}
+
+// Dir returns the directory holding the binaries of one tool at one version.
+func Dir(tool, version string) string {
+	return filepath.Join(CacheDir(), tool+"-"+version)
+}
+
+// Binary is one cached tool binary.
+type Binary struct {
+	Tool, Version, Name string
+}
+
+// Path is where the binary lives in the cache.
+func (b Binary) Path() string { return filepath.Join(Dir(b.Tool, b.Version), b.Name) }
+
+// Require returns the path if the binary exists, or an error telling the
+// user to run `make tools`.
+func (b Binary) Require() (string, error) {
+	p := b.Path()
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%s %s not found at %s: run `make tools` first", b.Name, b.Version, p)
+	}
+	return p, nil
+}
+
+var (
+	KubeAPIServer         = Binary{"kubernetes", KubernetesVersion, "kube-apiserver"}
+	KubeControllerManager = Binary{"kubernetes", KubernetesVersion, "kube-controller-manager"}
+	KubeScheduler         = Binary{"kubernetes", KubernetesVersion, "kube-scheduler"}
+	Kubectl               = Binary{"kubernetes", KubernetesVersion, "kubectl"}
+	Etcd                  = Binary{"etcd", EtcdVersion, "etcd"}
+	Kwok                  = Binary{"kwok", KwokVersion, "kwok"}
+	Kwokctl               = Binary{"kwok", KwokVersion, "kwokctl"}
+	ControllerGen         = Binary{"controller-tools", ControllerToolsVersion, "controller-gen"}
+	Helm                  = Binary{"helm", HelmVersion, "helm"}
+	Kustomize             = Binary{"kustomize", KustomizeVersion, "kustomize"}
+)
