@@ -1,0 +1,146 @@
+package devcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// OperatorBuilt reports whether the virtop binary has the `operator`
+// subcommand: `virtop operator --help` exits 0 only if it has (cobra rejects
+// an unknown command with a non-zero exit).
+func OperatorBuilt(ctx context.Context, virtop string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, virtop, "operator", "--help")
+	out, err := cmd.CombinedOutput()
+	return err == nil && strings.Contains(string(out), "operator")
+}
+
+// OperatorArgs is the command line (after the binary) the operator runs with.
+func (c *Cluster) OperatorArgs() []string {
+	return []string{"operator", "--kubeconfig", c.Kubeconfig(), "--namespace", InstallNamespace}
+}
+
+// OperatorPID returns the PID in the operator's pidfile and whether that
+// process is alive and is this cluster's operator (its command line names
+// the cluster's kubeconfig, which guards against a reused PID).
+func (c *Cluster) OperatorPID() (int, bool) {
+	pid, err := readPID(c.OperatorPIDFile())
+	if err != nil {
+		return 0, false
+	}
+	if !alive(pid) {
+		return pid, false
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return pid, false
+	}
+	args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+	isOp := false
+	for i, a := range args {
+		if a == "operator" {
+			isOp = true
+		}
+		if isOp && (a == "--kubeconfig="+c.Kubeconfig() || (a == "--kubeconfig" && i+1 < len(args) && args[i+1] == c.Kubeconfig())) {
+			return pid, true
+		}
+	}
+	return pid, false
+}
+
+// OperatorProcess is an operator started by StartOperator.
+type OperatorProcess struct {
+	PID int
+	// Reused is true when an operator was already running.
+	Reused bool
+	// exited is closed when a process started by this call exits; code then
+	// holds its exit code (-1 when killed by a signal).
+	exited chan struct{}
+	code   int
+}
+
+// Exited reports whether the operator started by this process has exited,
+// and its exit code.
+func (o *OperatorProcess) Exited() (bool, int) {
+	if o == nil || o.exited == nil {
+		return false, 0
+	}
+	select {
+	case <-o.exited:
+		return true, o.code
+	default:
+		return false, 0
+	}
+}
+
+// StartOperator starts `<virtop> operator --kubeconfig <state>/kubeconfig
+// --namespace kubevirt` as a detached host process (its own session, so it
+// outlives the caller), logging to operator.log and writing operator.pid.
+// If the pidfile names a live operator of this cluster, it is reused.
+func (c *Cluster) StartOperator(virtop string) (*OperatorProcess, error) {
+	if pid, ok := c.OperatorPID(); ok {
+		return &OperatorProcess{PID: pid, Reused: true}, nil
+	}
+	if err := os.MkdirAll(c.StateDir, 0o755); err != nil {
+		return nil, err
+	}
+	logf, err := os.OpenFile(c.OperatorLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	fmt.Fprintf(logf, "---- %s: starting %s %s\n", time.Now().Format(time.RFC3339), virtop, strings.Join(c.OperatorArgs(), " "))
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, err
+	}
+	defer devnull.Close()
+	cmd := exec.Command(virtop, c.OperatorArgs()...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the operator: %w", err)
+	}
+	op := &OperatorProcess{PID: cmd.Process.Pid, exited: make(chan struct{})}
+	go func() {
+		// Reap it if it exits while the caller lives; once the caller exits,
+		// init adopts it.
+		err := cmd.Wait()
+		op.code = 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			op.code = ee.ExitCode()
+		}
+		close(op.exited)
+	}()
+	if err := os.WriteFile(c.OperatorPIDFile(), []byte(strconv.Itoa(op.PID)+"\n"), 0o644); err != nil {
+		return op, err
+	}
+	return op, nil
+}
+
+// StopOperator stops the operator named by the pidfile: SIGTERM, then
+// SIGKILL after grace. It reports the PID stopped (0 if none was running)
+// and removes the pidfile.
+func (c *Cluster) StopOperator(ctx context.Context, grace time.Duration) (int, error) {
+	pid, ok := c.OperatorPID()
+	if ok {
+		if err := terminate(ctx, pid, grace); err != nil {
+			return pid, fmt.Errorf("stopping the operator (pid %d): %w", pid, err)
+		}
+	} else {
+		pid = 0
+	}
+	if err := os.Remove(c.OperatorPIDFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return pid, err
+	}
+	return pid, nil
+}

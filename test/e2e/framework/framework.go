@@ -1,0 +1,160 @@
+// Package framework runs virtop's end-to-end suite on a local cluster: one
+// kwok cluster per test binary (created in TestMain through
+// internal/devcluster), the virtop binary built for the suite and run as a
+// child process, waits with generous bounds, and helpers that stop and start
+// the cluster's API server and etcd.
+package framework
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/virtop-dev/virtop/internal/devcluster"
+)
+
+// DefaultTimeout bounds waits: generous, because how long things take is
+// measured by benchmarks, not asserted.
+const DefaultTimeout = 60 * time.Second
+
+// Env is the suite's environment.
+type Env struct {
+	// Repo is the checkout's root.
+	Repo string
+	// Dir is the suite's temporary directory (state, logs, the binary);
+	// it is kept when the suite fails.
+	Dir string
+	// VirtopBin is the virtop binary built for the suite.
+	VirtopBin string
+	// Cluster is the suite's local cluster.
+	Cluster *devcluster.Cluster
+	// Nodes is the number of fake nodes.
+	Nodes int
+	// Kube is a client of the cluster.
+	Kube kubernetes.Interface
+	// Clients holds the other clients.
+	Clients *devcluster.Clients
+	// Timings are the cluster's creation measurements.
+	Timings devcluster.Timings
+}
+
+var global *Env
+
+// Main sets the suite up, runs it and tears it down; call it from TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(framework.Main(m)) }
+//
+// Under -short it runs the tests without a cluster (they skip). If the tool
+// binaries are missing, the suite fails at once with a message naming them.
+func Main(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("e2e: -short given: end-to-end tests skip")
+		return m.Run()
+	}
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "\ne2e: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+func run(m *testing.M) (code int, err error) {
+	if _, err := devcluster.FindTools(); err != nil {
+		return 1, fmt.Errorf("FAIL: cannot run the end-to-end suite: %w", err)
+	}
+	suiteStart := time.Now()
+	env := &Env{Nodes: 3}
+	env.Repo = devcluster.FindRepoRoot("")
+	if env.Repo == "" {
+		return 1, fmt.Errorf("cannot find the virtop checkout from the working directory")
+	}
+	env.Dir, err = os.MkdirTemp("", "virtop-e2e-")
+	if err != nil {
+		return 1, err
+	}
+	defer func() {
+		if code == 0 && err == nil {
+			_ = os.RemoveAll(env.Dir)
+		} else {
+			fmt.Fprintf(os.Stderr, "e2e: kept %s (logs, state) for inspection\n", env.Dir)
+		}
+	}()
+
+	t0 := time.Now()
+	env.VirtopBin = filepath.Join(env.Dir, "bin", "virtop")
+	build := exec.Command("go", "build", "-o", env.VirtopBin, "./cmd/virtop")
+	build.Dir = env.Repo
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		return 1, fmt.Errorf("building virtop: %w", err)
+	}
+	fmt.Printf("e2e: built %s in %s\n", env.VirtopBin, time.Since(t0).Round(100*time.Millisecond))
+
+	env.Cluster, err = devcluster.NewAt(UniqueName("e2e"), filepath.Join(env.Dir, "state"))
+	if err != nil {
+		return 1, err
+	}
+	ctx := context.Background()
+	defer func() {
+		fmt.Printf("e2e: deleting cluster %s\n", env.Cluster.Name)
+		if _, derr := env.Cluster.Delete(ctx, os.Stdout, 10*time.Second); derr != nil && err == nil {
+			err = fmt.Errorf("deleting the suite's cluster: %w", derr)
+		}
+		if procs, perr := env.Cluster.Processes(); perr == nil && len(procs) > 0 && err == nil {
+			err = fmt.Errorf("processes of the suite's cluster survived its deletion: %v", procs)
+		}
+		fmt.Printf("e2e: whole suite took %s\n", time.Since(suiteStart).Round(100*time.Millisecond))
+	}()
+	env.Timings, err = env.Cluster.Ensure(ctx, os.Stdout, devcluster.ClusterOptions{
+		Nodes:  env.Nodes,
+		CRDDir: filepath.Join(env.Repo, devcluster.CRDDir),
+	})
+	if err != nil {
+		return 1, fmt.Errorf("creating the suite's cluster: %w", err)
+	}
+	fmt.Printf("e2e: cluster %s ready: kwokctl create cluster %s, API ready after %s, nodes Ready in %s\n",
+		env.Cluster.Name, env.Timings.KwokctlCreate.Round(100*time.Millisecond),
+		env.Timings.APIReady.Round(100*time.Millisecond), env.Timings.NodesReady.Round(100*time.Millisecond))
+	env.Clients, err = env.Cluster.Clients()
+	if err != nil {
+		return 1, err
+	}
+	env.Kube = env.Clients.Kube
+	global = env
+	return m.Run(), nil
+}
+
+// Require returns the suite's environment; it skips the test under -short.
+func Require(t testing.TB) *Env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped under -short")
+	}
+	if global == nil {
+		t.Fatal("the end-to-end environment is not set up: call framework.Main from TestMain")
+	}
+	return global
+}
+
+// UniqueName returns prefix-<8 hex digits>, a valid cluster or object name.
+func UniqueName(prefix string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+// LogDir is where process logs of the suite are kept.
+func (e *Env) LogDir() string { return filepath.Join(e.Dir, "logs") }

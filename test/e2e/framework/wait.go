@@ -1,0 +1,122 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func (e *Env) context() context.Context { return context.Background() }
+
+// Eventually calls cond every 200 ms until it returns true, failing the test
+// after timeout (DefaultTimeout if 0) with what, how long it waited and the
+// last error or state cond reported. It returns how long it took.
+func Eventually(t testing.TB, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) time.Duration {
+	t.Helper()
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	start := time.Now()
+	var last error
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		ok, err := cond(ctx)
+		cancel()
+		if ok {
+			return time.Since(start)
+		}
+		if err != nil {
+			last = err
+		}
+		if time.Since(start) > timeout {
+			if last != nil {
+				t.Fatalf("timed out after %s waiting for %s: last: %v", timeout, what, last)
+			}
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Namespace creates a namespace with a unique name, deleted when the test ends.
+func (e *Env) Namespace(t testing.TB, prefix string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: UniqueName(prefix)}}
+	if _, err := e.Kube.CoreV1().Namespaces().Create(e.context(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = e.Kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+	})
+	return ns.Name
+}
+
+// WaitDeploymentAvailable waits until the Deployment has all its replicas
+// available (status.availableReplicas == spec.replicas, observed generation
+// current) and returns how long that took.
+func (e *Env) WaitDeploymentAvailable(t testing.TB, ns, name string, timeout time.Duration) time.Duration {
+	t.Helper()
+	return Eventually(t, fmt.Sprintf("Deployment %s/%s to be available", ns, name), timeout, func(ctx context.Context) (bool, error) {
+		d, err := e.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return DeploymentAvailable(d), fmt.Errorf("replicas %d, ready %d, available %d, generation %d observed %d",
+			replicas(d.Spec.Replicas), d.Status.ReadyReplicas, d.Status.AvailableReplicas, d.Generation, d.Status.ObservedGeneration)
+	})
+}
+
+// DeploymentAvailable reports whether every replica of d is available.
+func DeploymentAvailable(d *appsv1.Deployment) bool {
+	return d.Status.ObservedGeneration >= d.Generation &&
+		d.Status.UpdatedReplicas == replicas(d.Spec.Replicas) &&
+		d.Status.AvailableReplicas == replicas(d.Spec.Replicas)
+}
+
+// WaitDaemonSetReady waits until the DaemonSet runs a ready pod on every
+// node it should and returns how long that took.
+func (e *Env) WaitDaemonSetReady(t testing.TB, ns, name string, timeout time.Duration) time.Duration {
+	t.Helper()
+	return Eventually(t, fmt.Sprintf("DaemonSet %s/%s to be ready", ns, name), timeout, func(ctx context.Context) (bool, error) {
+		ds, err := e.Kube.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		s := ds.Status
+		return s.ObservedGeneration >= ds.Generation && s.DesiredNumberScheduled > 0 && s.NumberReady == s.DesiredNumberScheduled,
+			fmt.Errorf("desired %d, ready %d, available %d", s.DesiredNumberScheduled, s.NumberReady, s.NumberAvailable)
+	})
+}
+
+func replicas(r *int32) int32 {
+	if r == nil {
+		return 1
+	}
+	return *r
+}
+
+// Ptr returns a pointer to v.
+func Ptr[T any](v T) *T { return &v }
+
+// PauseDeployment is a Deployment of n pause pods that fit the fake nodes.
+func PauseDeployment(ns, name string, n int32) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: Ptr(n),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10"}},
+				},
+			},
+		},
+	}
+}
