@@ -1,0 +1,357 @@
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// KubeVirt is the resource that asks for a KubeVirt control plane. Only one
+// is served per cluster, in the operator's namespace.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=kv;kvs,categories=all,scope=Namespaced
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:storageversion
+type KubeVirt struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec KubeVirtSpec `json:"spec"`
+	// +optional
+	Status KubeVirtStatus `json:"status,omitempty"`
+}
+
+// KubeVirtList is a list of KubeVirt resources.
+//
+// +kubebuilder:object:root=true
+type KubeVirtList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []KubeVirt `json:"items"`
+}
+
+// KubeVirtSpec is what the user asks for. Fields upstream KubeVirt defines
+// and virtop does not act on are preserved as they are.
+//
+// +kubebuilder:pruning:PreserveUnknownFields
+type KubeVirtSpec struct {
+	// ImageTag is the KubeVirt version to install, for example v1.5.3.
+	// Empty means the operator's default version.
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`
+	// +optional
+	ImageTag string `json:"imageTag,omitempty"`
+
+	// ImageRegistry is the registry the component images come from, for
+	// example quay.io/kubevirt.
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9._-]+)*$`
+	// +optional
+	ImageRegistry string `json:"imageRegistry,omitempty"`
+
+	// ImagePullPolicy for every component container.
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// ImagePullSecrets for every component pod.
+	// +listType=atomic
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// MonitorNamespace is the namespace Prometheus runs in.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	MonitorNamespace string `json:"monitorNamespace,omitempty"`
+
+	// ServiceMonitorNamespace is where the ServiceMonitor is created.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	ServiceMonitorNamespace string `json:"serviceMonitorNamespace,omitempty"`
+
+	// MonitorAccount is the ServiceAccount Prometheus runs as.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +optional
+	MonitorAccount string `json:"monitorAccount,omitempty"`
+
+
+	// UninstallStrategy says what deleting the KubeVirt resource may do to
+	// workloads. Empty behaves as BlockUninstallIfWorkloadsExist.
+	// +kubebuilder:validation:Enum=RemoveWorkloads;BlockUninstallIfWorkloadsExist
+	// +optional
+	UninstallStrategy KubeVirtUninstallStrategy `json:"uninstallStrategy,omitempty"`
+
+	// CertificateRotateStrategy sets the lifetimes of KubeVirt's CA and
+	// serving certificates.
+	// +optional
+	CertificateRotateStrategy KubeVirtCertificateRotateStrategy `json:"certificateRotateStrategy,omitempty"`
+
+	// ProductVersion labels managed objects with app.kubernetes.io/version.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+	// +optional
+	ProductVersion string `json:"productVersion,omitempty"`
+
+	// ProductName labels managed objects with app.kubernetes.io/part-of.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+	// +optional
+	ProductName string `json:"productName,omitempty"`
+
+	// ProductComponent labels managed objects with app.kubernetes.io/component.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+	// +optional
+	ProductComponent string `json:"productComponent,omitempty"`
+
+	// Configuration is KubeVirt's runtime configuration. virtop acts on the
+	// feature gates and the common instancetypes setting and preserves the
+	// rest.
+	// +optional
+	Configuration KubeVirtConfiguration `json:"configuration,omitempty"`
+
+	// Infra places and scales the control-plane components (virt-api,
+	// virt-controller, virt-exportproxy).
+	// +optional
+	Infra *ComponentConfig `json:"infra,omitempty"`
+
+	// Workloads places virt-handler.
+	// +optional
+	Workloads *ComponentConfig `json:"workloads,omitempty"`
+
+	// CustomizeComponents patches rendered objects and adds flags.
+	// +optional
+	CustomizeComponents CustomizeComponents `json:"customizeComponents,omitempty"`
+}
+
+// KubeVirtUninstallStrategy is what deletion may do to workloads.
+type KubeVirtUninstallStrategy string
+
+const (
+	// KubeVirtUninstallStrategyRemoveWorkloads deletes workloads with the CRDs.
+	KubeVirtUninstallStrategyRemoveWorkloads KubeVirtUninstallStrategy = "RemoveWorkloads"
+	// KubeVirtUninstallStrategyBlockUninstallIfWorkloadsExist refuses
+	// deletion while protected workloads exist.
+	KubeVirtUninstallStrategyBlockUninstallIfWorkloadsExist KubeVirtUninstallStrategy = "BlockUninstallIfWorkloadsExist"
+)
+
+// KubeVirtCertificateRotateStrategy configures certificate lifetimes.
+type KubeVirtCertificateRotateStrategy struct {
+	// +optional
+	SelfSigned *KubeVirtSelfSignConfiguration `json:"selfSigned,omitempty"`
+}
+
+// KubeVirtSelfSignConfiguration holds the CA and server certificate
+// lifetimes.
+// +kubebuilder:pruning:PreserveUnknownFields
+type KubeVirtSelfSignConfiguration struct {
+	// CA is the lifetime of the KubeVirt CA (default 7 days).
+	// +optional
+	CA *CertConfig `json:"ca,omitempty"`
+	// Server is the lifetime of serving certificates (default 1 day).
+	// +optional
+	Server *CertConfig `json:"server,omitempty"`
+}
+
+// CertConfig is a certificate lifetime.
+type CertConfig struct {
+	// Duration is how long a certificate is valid.
+	// +optional
+	Duration *metav1.Duration `json:"duration,omitempty"`
+	// RenewBefore is how long before expiry it is renewed.
+	// +optional
+	RenewBefore *metav1.Duration `json:"renewBefore,omitempty"`
+}
+
+// KubeVirtConfiguration is the part of KubeVirt's configuration virtop reads.
+// +kubebuilder:pruning:PreserveUnknownFields
+type KubeVirtConfiguration struct {
+	// +optional
+	DeveloperConfiguration *DeveloperConfiguration `json:"developerConfiguration,omitempty"`
+	// +optional
+	CommonInstancetypesDeployment *CommonInstancetypesDeployment `json:"commonInstancetypesDeployment,omitempty"`
+}
+
+// DeveloperConfiguration holds the feature gates.
+// +kubebuilder:pruning:PreserveUnknownFields
+type DeveloperConfiguration struct {
+	// FeatureGates enabled for this installation.
+	// +listType=atomic
+	// +optional
+	FeatureGates []string `json:"featureGates,omitempty"`
+}
+
+// CommonInstancetypesDeployment controls the common instancetypes and
+// preferences bundle.
+type CommonInstancetypesDeployment struct {
+	// Enabled deploys the bundle; default true.
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+}
+
+// ComponentConfig places and scales a group of components.
+type ComponentConfig struct {
+	// +optional
+	NodePlacement *NodePlacement `json:"nodePlacement,omitempty"`
+	// Replicas of each Deployment; empty means computed from the number of
+	// nodes.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=255
+	// +optional
+	Replicas *uint8 `json:"replicas,omitempty"`
+}
+
+// NodePlacement is where pods run.
+type NodePlacement struct {
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// +listType=atomic
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.effect) || t.effect in ['', 'NoSchedule', 'PreferNoSchedule', 'NoExecute'])",message="toleration effect must be one of NoSchedule, PreferNoSchedule, NoExecute"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator in ['', 'Exists', 'Equal'])",message="toleration operator must be Exists or Equal"
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+}
+
+// CustomizeComponents patches rendered objects and adds component flags.
+type CustomizeComponents struct {
+	// Patches applied, in order, to the rendered objects.
+	// +listType=atomic
+	// +optional
+	Patches []CustomizeComponentsPatch `json:"patches,omitempty"`
+	// Flags replace the command-line flags of a component.
+	// +optional
+	Flags *Flags `json:"flags,omitempty"`
+}
+
+// CustomizeComponentsPatch is one patch to rendered objects.
+type CustomizeComponentsPatch struct {
+	// ResourceName is the object's name, or * for every object of the type.
+	// +kubebuilder:validation:MinLength=1
+	ResourceName string `json:"resourceName"`
+	// ResourceType is the object's kind, for example Deployment, or *.
+	// +kubebuilder:validation:MinLength=1
+	ResourceType string `json:"resourceType"`
+	// Patch is the patch document, as a string.
+	// +kubebuilder:validation:MinLength=1
+	Patch string `json:"patch"`
+	// Type is the patch type.
+	Type PatchType `json:"type"`
+}
+
+// PatchType is a patch format.
+// +kubebuilder:validation:Enum=json;merge;strategic
+type PatchType string
+
+const (
+	JSONPatchType           PatchType = "json"
+	MergePatchType          PatchType = "merge"
+	StrategicMergePatchType PatchType = "strategic"
+)
+
+// Flags replace component command-line flags.
+type Flags struct {
+	// +optional
+	API map[string]string `json:"api,omitempty"`
+	// +optional
+	Controller map[string]string `json:"controller,omitempty"`
+	// +optional
+	Handler map[string]string `json:"handler,omitempty"`
+}
+
+// KubeVirtPhase is the installation phase, derived from the conditions.
+type KubeVirtPhase string
+
+const (
+	KubeVirtPhaseUnset     KubeVirtPhase = ""
+	KubeVirtPhaseDeploying KubeVirtPhase = "Deploying"
+	KubeVirtPhaseDeployed  KubeVirtPhase = "Deployed"
+	KubeVirtPhaseDeleting  KubeVirtPhase = "Deleting"
+	KubeVirtPhaseDeleted   KubeVirtPhase = "Deleted"
+)
+
+// KubeVirtConditionType names a condition.
+type KubeVirtConditionType string
+
+const (
+	KubeVirtConditionAvailable    KubeVirtConditionType = "Available"
+	KubeVirtConditionProgressing  KubeVirtConditionType = "Progressing"
+	KubeVirtConditionDegraded     KubeVirtConditionType = "Degraded"
+	KubeVirtConditionCreated      KubeVirtConditionType = "Created"
+	KubeVirtConditionSynchronized KubeVirtConditionType = "Synchronized"
+	KubeVirtConditionStalled      KubeVirtConditionType = "Stalled"
+)
+
+// KubeVirtCondition is a condition as upstream KubeVirt shapes it.
+type KubeVirtCondition struct {
+	Type   KubeVirtConditionType  `json:"type"`
+	Status corev1.ConditionStatus `json:"status"`
+	// +optional
+	// +nullable
+	LastProbeTime metav1.Time `json:"lastProbeTime,omitempty"`
+	// +optional
+	// +nullable
+	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// GenerationStatus records the generation of a managed object last applied.
+type GenerationStatus struct {
+	Group    string `json:"group"`
+	Resource string `json:"resource"`
+	// +optional
+	Namespace      string `json:"namespace,omitempty"`
+	Name           string `json:"name"`
+	LastGeneration int64  `json:"lastGeneration"`
+	// +optional
+	Hash string `json:"hash,omitempty"`
+}
+
+// KubeVirtStatus is what virtop observed.
+type KubeVirtStatus struct {
+	// +optional
+	Phase KubeVirtPhase `json:"phase,omitempty"`
+	// +listType=atomic
+	// +optional
+	Conditions []KubeVirtCondition `json:"conditions,omitempty"`
+	// +optional
+	OperatorVersion string `json:"operatorVersion,omitempty"`
+	// +optional
+	TargetKubeVirtVersion string `json:"targetKubeVirtVersion,omitempty"`
+	// +optional
+	TargetKubeVirtRegistry string `json:"targetKubeVirtRegistry,omitempty"`
+	// +optional
+	TargetDeploymentConfig string `json:"targetDeploymentConfig,omitempty"`
+	// +optional
+	TargetDeploymentID string `json:"targetDeploymentID,omitempty"`
+	// +optional
+	ObservedKubeVirtVersion string `json:"observedKubeVirtVersion,omitempty"`
+	// +optional
+	ObservedKubeVirtRegistry string `json:"observedKubeVirtRegistry,omitempty"`
+	// +optional
+	ObservedDeploymentConfig string `json:"observedDeploymentConfig,omitempty"`
+	// +optional
+	ObservedDeploymentID string `json:"observedDeploymentID,omitempty"`
+	// +optional
+	OutdatedVirtualMachineInstanceWorkloads *int `json:"outdatedVirtualMachineInstanceWorkloads,omitempty"`
+	// +optional
+	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	DefaultArchitecture string `json:"defaultArchitecture,omitempty"`
+	// +listType=atomic
+	// +optional
+	Generations []GenerationStatus `json:"generations,omitempty"`
+}
+
+func init() {
+	SchemeBuilder.Register(&KubeVirt{}, &KubeVirtList{})
+}

@@ -1,0 +1,78 @@
+// Package catalog lists the KubeVirt versions whose install strategies virtop
+// renders in process. Any other version is rendered by the
+// dump-install-strategy Job of a virtop image whose catalog has it.
+package catalog
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Default is the version installed when the KubeVirt resource names none.
+const Default = "v1.5.3"
+
+// Release describes what differs between catalog versions.
+type Release struct {
+	// Version is the KubeVirt tag, for example v1.5.3.
+	Version string
+	// RuleSet names the alert and recording-rule set of this release; the
+	// rules package renders it.
+	RuleSet string
+}
+
+// Catalog is a set of releases.
+type Catalog struct {
+	releases map[string]Release
+}
+
+var builtin = Catalog{releases: map[string]Release{
+	"v1.5.3": {Version: "v1.5.3", RuleSet: "v1.5.3"},
+	"v1.5.0": {Version: "v1.5.0", RuleSet: "v1.5.0"},
+}}
+
+// Builtin is every release this binary can render.
+func Builtin() Catalog { return builtin }
+
+// Lookup returns the release for a version, if the catalog has it.
+func (c Catalog) Lookup(version string) (Release, bool) {
+	r, ok := c.releases[version]
+	return r, ok
+}
+
+// Versions lists the catalog's versions, sorted.
+func (c Catalog) Versions() []string {
+	out := make([]string, 0, len(c.releases))
+	for v := range c.releases {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Restrict returns a catalog holding only the given versions, for an
+// operator that plays an older release (the operator setting
+// --catalog-versions) and for tests of the strategy Job path.
+func (c Catalog) Restrict(versions []string) (Catalog, error) {
+	keep := map[string]Release{}
+	for _, v := range versions {
+		r, ok := c.releases[v]
+		if !ok {
+			return Catalog{}, &NotInCatalogError{Version: v, Have: c.Versions()}
+		}
+		keep[v] = r
+	}
+	return Catalog{releases: keep}, nil
+}
+
+// Lookup finds a version in the builtin catalog.
+func Lookup(version string) (Release, bool) { return builtin.Lookup(version) }
+
+// NotInCatalogError says a version cannot be rendered in process.
+type NotInCatalogError struct {
+	Version string
+	Have    []string
+}
+
+func (e *NotInCatalogError) Error() string {
+	return fmt.Sprintf("KubeVirt %s is not in this virtop's catalog (it has %v)", e.Version, e.Have)
+}

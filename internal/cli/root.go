@@ -1,0 +1,70 @@
+// Package cli holds virtop's subcommands. Each command parses its flags and
+// calls a package that does the work; nothing here holds logic worth testing
+// on its own.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// ExitError carries a specific exit code (for example `virtop diff` exits 1
+// when its operands differ).
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// NewRootCommand builds the command tree.
+func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "virtop",
+		Short:         "Install and run the KubeVirt control plane, and keep its monitoring true",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	for _, add := range subcommands {
+		root.AddCommand(add())
+	}
+	return root
+}
+
+// subcommands is filled by each command's file in an init function, so that
+// commands can be added without editing this file.
+var subcommands []func() *cobra.Command
+
+func register(f func() *cobra.Command) { subcommands = append(subcommands, f) }
+
+// Main runs virtop with args and returns the process exit code: 0 on success,
+// the code of an ExitError, else 2 for errors (bad flags, unreadable input).
+func Main(args []string, stdout, stderr io.Writer) int {
+	root := NewRootCommand(stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		if ee.Err != nil {
+			fmt.Fprintln(stderr, "Error:", ee.Err)
+		}
+		return ee.Code
+	}
+	fmt.Fprintln(stderr, "Error:", err)
+	return 2
+}

@@ -1,0 +1,245 @@
+package strategy
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/virtop-dev/virtop/internal/components"
+	"github.com/virtop-dev/virtop/internal/scheme"
+)
+
+// ConfigMap layout, shared with upstream KubeVirt.
+const (
+	ConfigMapNamePrefix   = "kubevirt-install-strategy-"
+	ManifestsKey          = "manifests"
+	EncodingAnnotation    = "kubevirt.io/install-strategy-cm-encoding"
+	EncodingGzipBase64    = "gzip+base64"
+	maxDecodedManifestLen = 64 << 20 // refuse to inflate more than 64 MiB
+)
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+func newOfSameType(o client.Object) (client.Object, error) {
+	t := reflect.TypeOf(o)
+	if t.Kind() != reflect.Pointer {
+		return nil, fmt.Errorf("object %T is not a pointer", o)
+	}
+	return reflect.New(t.Elem()).Interface().(client.Object), nil
+}
+
+// EncodeObject writes one object as YAML without status or the
+// server-written creationTimestamp, which a desired object never carries.
+func EncodeObject(o client.Object) ([]byte, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return nil, fmt.Errorf("convert %s: %w", KeyOf(o), err)
+	}
+	delete(m, "status")
+	if md, ok := m["metadata"].(map[string]interface{}); ok {
+		delete(md, "creationTimestamp")
+	}
+	return yaml.Marshal(m)
+}
+
+// Manifests encodes every object as one multi-document YAML stream, each
+// document starting with "---".
+func (s *Strategy) Manifests() ([]byte, error) {
+	var buf bytes.Buffer
+	for _, o := range s.Objects {
+		b, err := EncodeObject(o)
+		if err != nil {
+			return nil, err
+		}
+		buf.WriteString("---\n")
+		buf.Write(b)
+	}
+	return buf.Bytes(), nil
+}
+
+// ConfigMapName is the deterministic name of a strategy's ConfigMap.
+func ConfigMapName(id string) string {
+	if len(id) > 10 {
+		id = id[:10]
+	}
+	return ConfigMapNamePrefix + id
+}
+
+// ConfigMap encodes the strategy into its ConfigMap in namespace: the
+// manifests gzipped, then base64-encoded, under data key "manifests".
+func (s *Strategy) ConfigMap(namespace string) (*corev1.ConfigMap, error) {
+	raw, err := s.Manifests()
+	if err != nil {
+		return nil, err
+	}
+	var gz bytes.Buffer
+	w, err := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.Write(raw); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      ConfigMapName(s.ID),
+			Namespace: namespace,
+			Labels: map[string]string{
+				components.InstallStrategyLabel: "",
+				components.ManagedByLabel:       components.ManagedByValue,
+			},
+			Annotations: map[string]string{
+				components.InstallStrategyVersionAnnotation:    s.Version,
+				components.InstallStrategyRegistryAnnotation:   s.Registry,
+				components.InstallStrategyIdentifierAnnotation: s.ID,
+				EncodingAnnotation:                             EncodingGzipBase64,
+			},
+		},
+		Data: map[string]string{ManifestsKey: base64.StdEncoding.EncodeToString(gz.Bytes())},
+	}, nil
+}
+
+// FromConfigMap reads a strategy ConfigMap written by virtop or by upstream
+// KubeVirt's operator. Corrupt, truncated or foreign data gives an error,
+// never a panic.
+func FromConfigMap(cm *corev1.ConfigMap) (*Strategy, error) {
+	if _, ok := cm.Labels[components.InstallStrategyLabel]; !ok {
+		return nil, fmt.Errorf("ConfigMap %s/%s is not an install strategy (no %s label)", cm.Namespace, cm.Name, components.InstallStrategyLabel)
+	}
+	data, ok := cm.Data[ManifestsKey]
+	if !ok {
+		return nil, fmt.Errorf("ConfigMap %s/%s has no %q key", cm.Namespace, cm.Name, ManifestsKey)
+	}
+	raw := []byte(data)
+	if _, encoded := cm.Annotations[EncodingAnnotation]; encoded {
+		// Upstream decodes whenever the annotation is present, whatever its
+		// value; so do we.
+		var err error
+		raw, err = decodeGzipBase64(data)
+		if err != nil {
+			return nil, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+		}
+	}
+	objs, err := DecodeManifests(raw)
+	if err != nil {
+		return nil, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	}
+	return &Strategy{
+		Version:  cm.Annotations[components.InstallStrategyVersionAnnotation],
+		Registry: cm.Annotations[components.InstallStrategyRegistryAnnotation],
+		ID:       cm.Annotations[components.InstallStrategyIdentifierAnnotation],
+		Objects:  objs,
+	}, nil
+}
+
+func decodeGzipBase64(data string) ([]byte, error) {
+	gz, err := base64.StdEncoding.DecodeString(strings.TrimSpace(data))
+	if err != nil {
+		return nil, fmt.Errorf("manifests are not valid base64: %w", err)
+	}
+	r, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		return nil, fmt.Errorf("manifests are not gzip data: %w", err)
+	}
+	defer r.Close()
+	raw, err := io.ReadAll(io.LimitReader(r, maxDecodedManifestLen+1))
+	if err != nil {
+		return nil, fmt.Errorf("manifests are truncated or corrupt: %w", err)
+	}
+	if len(raw) > maxDecodedManifestLen {
+		return nil, fmt.Errorf("manifests inflate to more than %d bytes", maxDecodedManifestLen)
+	}
+	return raw, nil
+}
+
+// DecodeManifests reads a multi-document YAML stream (or a JSON List) of
+// objects. Kinds the scheme knows decode into their typed form; other kinds
+// (for example OpenShift's) stay unstructured.
+func DecodeManifests(raw []byte) ([]client.Object, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+	var out []client.Object
+	for i := 0; ; i++ {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		objs, err := decodeDocument(doc)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
+}
+
+func decodeDocument(doc []byte) ([]client.Object, error) {
+	var m map[string]interface{}
+	if err := yaml.Unmarshal(doc, &m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, nil
+	}
+	u := &unstructured.Unstructured{Object: m}
+	gvk := u.GroupVersionKind()
+	if gvk.Kind == "" || gvk.Version == "" {
+		return nil, fmt.Errorf("object has no apiVersion or kind")
+	}
+	if gvk.Kind == "List" && gvk.Group == "" {
+		items, _, _ := unstructured.NestedSlice(m, "items")
+		var out []client.Object
+		for j, it := range items {
+			b, err := json.Marshal(it)
+			if err != nil {
+				return nil, err
+			}
+			objs, err := decodeDocument(b)
+			if err != nil {
+				return nil, fmt.Errorf("item %d: %w", j, err)
+			}
+			out = append(out, objs...)
+		}
+		return out, nil
+	}
+	if !scheme.Scheme.Recognizes(gvk) {
+		return []client.Object{u}, nil
+	}
+	typed, err := scheme.Scheme.New(gvk)
+	if err != nil {
+		return nil, err
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, typed); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", gvk.Kind, u.GetName(), err)
+	}
+	obj, ok := typed.(client.Object)
+	if !ok {
+		return nil, fmt.Errorf("%s is not an object kind", gvk)
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	return []client.Object{obj}, nil
+}

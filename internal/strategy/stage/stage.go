@@ -1,0 +1,152 @@
+// Package stage names the apply stages of a strategy and the gates of its
+// optional objects. Both travel with each object as annotations, so a
+// strategy read back from its ConfigMap carries them too.
+package stage
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Annotations carried by every object of a strategy.
+const (
+	// Annotation holds the object's apply stage.
+	Annotation = "virtop.dev/stage"
+	// GateAnnotation holds, comma-separated, what an optional object needs
+	// from the live cluster.
+	GateAnnotation = "virtop.dev/gate"
+)
+
+// Stage is an apply stage. Stages are applied in the order of All.
+type Stage string
+
+// The stages, in apply order.
+const (
+	CRDs            Stage = "crds"
+	RBAC            Stage = "rbac"
+	Certificates    Stage = "certificates"
+	Services        Stage = "services"
+	VirtAPI         Stage = "virt-api"
+	Admission       Stage = "admission"
+	VirtController  Stage = "virt-controller"
+	VirtHandler     Stage = "virt-handler"
+	VirtExportProxy Stage = "virt-exportproxy"
+	Instancetypes   Stage = "instancetypes"
+	Monitoring      Stage = "monitoring"
+)
+
+// All lists the stages in apply order.
+var All = []Stage{CRDs, RBAC, Certificates, Services, VirtAPI, Admission, VirtController, VirtHandler, VirtExportProxy, Instancetypes, Monitoring}
+
+// Index is the stage's position in All, or -1 for an unknown stage.
+func (s Stage) Index() int {
+	for i, x := range All {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// Parse checks a stage name.
+func Parse(s string) (Stage, error) {
+	st := Stage(s)
+	if st.Index() < 0 {
+		return "", fmt.Errorf("unknown stage %q", s)
+	}
+	return st, nil
+}
+
+// Gate is one thing an optional object needs from the live cluster.
+type Gate string
+
+// API is the gate "this API resource is served", for example
+// API("monitoring.coreos.com", "v1", "servicemonitors").
+func API(group, version, resource string) Gate {
+	gv := version
+	if group != "" {
+		gv = group + "/" + version
+	}
+	return Gate("api:" + gv + "/" + resource)
+}
+
+// Gates every renderer uses.
+var (
+	ServiceMonitorsAPI = API("monitoring.coreos.com", "v1", "servicemonitors")
+	PrometheusRulesAPI = API("monitoring.coreos.com", "v1", "prometheusrules")
+	SCCAPI             = API("security.openshift.io", "v1", "securitycontextconstraints")
+	RouteAPI           = API("route.openshift.io", "v1", "routes")
+	// MonitoringTarget passes when the plan found where monitoring goes
+	// (a Prometheus, a user setting or an upstream default account).
+	MonitoringTarget Gate = "monitoring:target"
+	// VirtAPIServing passes when virt-api really answers through the API
+	// server; APIServices wait for it.
+	VirtAPIServing Gate = "ready:virt-api"
+)
+
+// IsAPI reports whether the gate is an API gate and returns its
+// group/version and resource.
+func (g Gate) IsAPI() (groupVersion, resource string, ok bool) {
+	s, found := strings.CutPrefix(string(g), "api:")
+	if !found {
+		return "", "", false
+	}
+	i := strings.LastIndex(s, "/")
+	if i < 0 {
+		return "", "", false
+	}
+	return s[:i], s[i+1:], true
+}
+
+// Set stamps the stage and gates on an object.
+func Set(obj client.Object, s Stage, gates ...Gate) {
+	ann := obj.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[Annotation] = string(s)
+	if len(gates) > 0 {
+		ann[GateAnnotation] = joinGates(gates)
+	}
+	obj.SetAnnotations(ann)
+}
+
+func joinGates(gates []Gate) string {
+	ss := make([]string, 0, len(gates))
+	seen := map[Gate]bool{}
+	for _, g := range gates {
+		if !seen[g] {
+			seen[g] = true
+			ss = append(ss, string(g))
+		}
+	}
+	sort.Strings(ss)
+	return strings.Join(ss, ",")
+}
+
+// Of returns the object's stage, or an error when it has none or an unknown
+// one.
+func Of(obj client.Object) (Stage, error) {
+	v, ok := obj.GetAnnotations()[Annotation]
+	if !ok {
+		return "", fmt.Errorf("%s %s has no %s annotation", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), Annotation)
+	}
+	return Parse(v)
+}
+
+// GatesOf returns the object's gates; none means the object is always
+// applied.
+func GatesOf(obj client.Object) []Gate {
+	v := obj.GetAnnotations()[GateAnnotation]
+	if v == "" {
+		return nil
+	}
+	var out []Gate
+	for _, s := range strings.Split(v, ",") {
+		out = append(out, Gate(s))
+	}
+	return out
+}

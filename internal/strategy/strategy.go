@@ -1,0 +1,202 @@
+// Package strategy generates a KubeVirt install strategy from a
+// DeploymentConfig, encodes it into its ConfigMap and reads it back.
+//
+// Generate is pure and deterministic: it reads nothing from the cluster, and
+// the same config always gives byte-identical encoded output. Optional
+// objects are rendered always; their gates (package stage) let the plan
+// decide at reconcile time, from the live cluster, whether they are applied.
+package strategy
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/components"
+	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/strategy/stage"
+)
+
+// Strategy is every object of a KubeVirt control plane for one deployment
+// config, in apply order.
+type Strategy struct {
+	// Version is the KubeVirt version the strategy installs.
+	Version string
+	// Registry the component images come from.
+	Registry string
+	// ID is the deployment ID of the config it was generated from.
+	ID string
+	// Objects in apply order: by stage, then kind, namespace and name.
+	Objects []client.Object
+}
+
+// Labels and values stamped on every object.
+const (
+	ComponentLabel = "app.kubernetes.io/component"
+	PartOfLabel    = "app.kubernetes.io/part-of"
+	VersionLabel   = "app.kubernetes.io/version"
+	// DefaultComponent is the component label when productComponent is unset.
+	DefaultComponent = "kubevirt"
+)
+
+// Generate renders the strategy of a config. The version must be in the
+// builtin catalog; others are rendered by the dump-install-strategy Job of a
+// virtop whose catalog has them.
+func Generate(cfg *config.DeploymentConfig) (*Strategy, error) {
+	rel, ok := catalog.Lookup(cfg.Version)
+	if !ok {
+		return nil, &catalog.NotInCatalogError{Version: cfg.Version, Have: catalog.Builtin().Versions()}
+	}
+	if cfg.ID == "" || cfg.ID != cfg.ComputeID() {
+		return nil, fmt.Errorf("deployment config has a stale or missing ID; build it with config.FromKubeVirt or config.Parse")
+	}
+	names := make([]string, 0, len(components.Renderers))
+	for name := range components.Renderers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var objs []client.Object
+	for _, name := range names {
+		out, err := components.Renderers[name](cfg, rel)
+		if err != nil {
+			return nil, fmt.Errorf("render %s: %w", name, err)
+		}
+		objs = append(objs, out...)
+	}
+	objs, err := Customize(objs, cfg.Customize.Patches)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		stampMetadata(o, cfg)
+		if _, err := stage.Of(o); err != nil {
+			return nil, fmt.Errorf("render: %w", err)
+		}
+	}
+	Sort(objs)
+	if err := checkUnique(objs); err != nil {
+		return nil, err
+	}
+	return &Strategy{Version: cfg.Version, Registry: cfg.Registry, ID: cfg.ID, Objects: objs}, nil
+}
+
+// stampMetadata sets the labels and annotations every managed object
+// carries, as upstream's operator does, with virtop as the manager.
+func stampMetadata(o client.Object, cfg *config.DeploymentConfig) {
+	labels := o.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[components.ManagedByLabel] = components.ManagedByValue
+	labels[ComponentLabel] = cmp.Or(cfg.ProductComponent, DefaultComponent)
+	labels[VersionLabel] = cmp.Or(cfg.ProductVersion, cfg.Version)
+	if cfg.ProductName != "" {
+		labels[PartOfLabel] = cfg.ProductName
+	}
+	o.SetLabels(labels)
+	ann := o.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[components.InstallStrategyVersionAnnotation] = cfg.Version
+	ann[components.InstallStrategyRegistryAnnotation] = cfg.Registry
+	ann[components.InstallStrategyIdentifierAnnotation] = cfg.ID
+	o.SetAnnotations(ann)
+}
+
+// kindRank orders kinds inside a stage: what others refer to comes first.
+var kindRank = map[string]int{
+	"Namespace": 0, "CustomResourceDefinition": 1, "ServiceAccount": 2, "ClusterRole": 3,
+	"ClusterRoleBinding": 4, "Role": 5, "RoleBinding": 6, "SecurityContextConstraints": 7,
+	"Secret": 8, "ConfigMap": 9, "Service": 10, "ValidatingAdmissionPolicy": 11,
+	"ValidatingAdmissionPolicyBinding": 12, "ValidatingWebhookConfiguration": 13,
+	"MutatingWebhookConfiguration": 14, "APIService": 15, "Deployment": 16, "DaemonSet": 17,
+	"Route": 18, "ServiceMonitor": 19, "PrometheusRule": 20,
+}
+
+// Kind returns an object's kind from its TypeMeta.
+func Kind(o client.Object) string { return o.GetObjectKind().GroupVersionKind().Kind }
+
+// Sort puts objects in apply order: stage, kind, namespace, name.
+func Sort(objs []client.Object) {
+	rank := func(o client.Object) int {
+		if r, ok := kindRank[Kind(o)]; ok {
+			return r
+		}
+		return len(kindRank)
+	}
+	stageIndex := func(o client.Object) int {
+		s, _ := stage.Of(o)
+		return s.Index()
+	}
+	slices.SortStableFunc(objs, func(a, b client.Object) int {
+		return cmp.Or(
+			cmp.Compare(stageIndex(a), stageIndex(b)),
+			cmp.Compare(rank(a), rank(b)),
+			cmp.Compare(Kind(a), Kind(b)),
+			cmp.Compare(a.GetNamespace(), b.GetNamespace()),
+			cmp.Compare(a.GetName(), b.GetName()),
+		)
+	})
+}
+
+// Key identifies an object in a strategy.
+type Key struct {
+	Group, Kind, Namespace, Name string
+}
+
+func (k Key) String() string {
+	gk := k.Kind
+	if k.Group != "" {
+		gk += "." + k.Group
+	}
+	if k.Namespace == "" {
+		return gk + "/" + k.Name
+	}
+	return gk + "/" + k.Namespace + "/" + k.Name
+}
+
+// KeyOf returns the key of an object.
+func KeyOf(o client.Object) Key {
+	gvk := o.GetObjectKind().GroupVersionKind()
+	return Key{Group: gvk.Group, Kind: gvk.Kind, Namespace: o.GetNamespace(), Name: o.GetName()}
+}
+
+func checkUnique(objs []client.Object) error {
+	seen := make(map[Key]bool, len(objs))
+	for _, o := range objs {
+		k := KeyOf(o)
+		if k.Kind == "" {
+			return fmt.Errorf("render: object %q has no kind set", o.GetName())
+		}
+		if seen[k] {
+			return fmt.Errorf("render: %s appears twice", k)
+		}
+		seen[k] = true
+	}
+	return nil
+}
+
+// Find returns the object with the given kind, namespace and name, or nil.
+func (s *Strategy) Find(kind, namespace, name string) client.Object {
+	for _, o := range s.Objects {
+		if Kind(o) == kind && o.GetNamespace() == namespace && o.GetName() == name {
+			return o
+		}
+	}
+	return nil
+}
+
+// OfKind returns the objects of one kind, in order.
+func (s *Strategy) OfKind(kind string) []client.Object {
+	var out []client.Object
+	for _, o := range s.Objects {
+		if Kind(o) == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
