@@ -1,0 +1,155 @@
+package devcluster
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNewNamesAndPaths(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", "/tmp/xdg")
+	c, err := New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Name != DefaultName || c.StateDir != "/tmp/xdg/virtop/virtop" {
+		t.Errorf("New(\"\") = %+v", c)
+	}
+	if c.Kubeconfig() != "/tmp/xdg/virtop/virtop/kubeconfig" || c.OperatorPIDFile() != "/tmp/xdg/virtop/virtop/operator.pid" {
+		t.Errorf("paths: %s %s", c.Kubeconfig(), c.OperatorPIDFile())
+	}
+	if c.KwokClusterDir() != "/tmp/xdg/virtop/virtop/kwok/clusters/kwok-virtop" {
+		t.Errorf("kwok dir: %s", c.KwokClusterDir())
+	}
+	for _, bad := range []string{"UP", "a_b", "-a", "a-", strings.Repeat("a", 41), "../x"} {
+		if _, err := New(bad); err == nil {
+			t.Errorf("New(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParsePrometheusMode(t *testing.T) {
+	for in, want := range map[string]PrometheusMode{"": PrometheusNone, "none": PrometheusNone, "before": PrometheusBefore, "late": PrometheusLate} {
+		if got, err := ParsePrometheusMode(in); err != nil || got != want {
+			t.Errorf("%q: %v %v", in, got, err)
+		}
+	}
+	if _, err := ParsePrometheusMode("early"); err == nil {
+		t.Error("early accepted")
+	}
+}
+
+func TestFakeNode(t *testing.T) {
+	cp := FakeNode("x", 0, false)
+	if cp.Name != "x-control-plane" || cp.Annotations["kwok.x-k8s.io/node"] != "fake" {
+		t.Errorf("control-plane node: %s %v", cp.Name, cp.Annotations)
+	}
+	if _, ok := cp.Labels["node-role.kubernetes.io/control-plane"]; !ok {
+		t.Error("node 0 lacks the control-plane label")
+	}
+	if len(cp.Spec.Taints) != 0 {
+		t.Errorf("taints without kwokTaint: %v", cp.Spec.Taints)
+	}
+	w := FakeNode("x", 2, true)
+	if w.Name != "x-worker2" || len(w.Spec.Taints) != 1 || w.Spec.Taints[0].Key != "kwok.x-k8s.io/node" {
+		t.Errorf("worker: %s %v", w.Name, w.Spec.Taints)
+	}
+	if _, ok := w.Labels["node-role.kubernetes.io/control-plane"]; ok {
+		t.Error("worker labelled control-plane")
+	}
+	if w.Status.Allocatable.Pods().Value() != 110 || w.Status.Allocatable.Cpu().Value() != 32 {
+		t.Errorf("allocatable: %v", w.Status.Allocatable)
+	}
+}
+
+func TestComponentsAndRestart(t *testing.T) {
+	c, err := NewAt("t", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := c.KwokClusterDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep binary")
+	}
+	conf := `apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+components:
+- name: etcd
+  binary: ` + sleep + `
+  args: ["300"]
+  workDir: ` + dir + `
+  envs:
+  - name: FOO
+    value: bar
+---
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+`
+	if err := os.WriteFile(filepath.Join(dir, "kwok.yaml"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Exists() {
+		t.Fatal("Exists = false")
+	}
+	comp, err := c.Component(ComponentEtcd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if comp.Binary != sleep || len(comp.Envs) != 1 {
+		t.Fatalf("component: %+v", comp)
+	}
+	pid, err := c.StartComponent(ComponentEtcd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := comp.PID(); !ok || got != pid {
+		t.Fatalf("PID() = %d %v, want %d alive", got, ok, pid)
+	}
+	procs, err := c.Processes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(procs) != 1 || procs[0].PID != pid {
+		t.Errorf("Processes() = %v, want the one with pid %d (its cwd is in the state dir)", procs, pid)
+	}
+	again, err := c.StartComponent(ComponentEtcd)
+	if err != nil || again != pid {
+		t.Errorf("second start: %d %v, want the running %d", again, err, pid)
+	}
+	if err := c.StopComponent(t.Context(), ComponentEtcd, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) {
+		t.Error("still alive after StopComponent")
+	}
+	if _, ok := comp.PID(); ok {
+		t.Error("PID() alive after stop")
+	}
+}
+
+func TestRefersTo(t *testing.T) {
+	for s, want := range map[string]bool{
+		"/bin/x --kubeconfig /s/virtop/a/kubeconfig":  true,
+		"/bin/x --kubeconfig=/s/virtop/a":             true,
+		"/bin/x --kubeconfig /s/virtop/ab/kubeconfig": false,
+		"/s/virtop/a": true,
+	} {
+		if got := refersTo(s, "/s/virtop/a"); got != want {
+			t.Errorf("refersTo(%q) = %v", s, got)
+		}
+	}
+}
+
+func TestFindRepoRoot(t *testing.T) {
+	root := FindRepoRoot("")
+	if root == "" || !fileExists(filepath.Join(root, "go.mod")) || !isVirtopModule(filepath.Join(root, "go.mod")) {
+		t.Errorf("FindRepoRoot = %q", root)
+	}
+}
