@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 
+	yamlv2 "go.yaml.in/yaml/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -54,22 +55,16 @@ func EncodeObject(o client.Object) ([]byte, error) {
 	if md, ok := m["metadata"].(map[string]interface{}); ok {
 		delete(md, "creationTimestamp")
 	}
-	return yaml.Marshal(m)
+	// The map holds only JSON-compatible values, so yaml.v2 writes it
+	// directly (keys sorted), as sigs.k8s.io/yaml would after a slower JSON
+	// round trip.
+	return yamlv2.Marshal(m)
 }
 
 // Manifests encodes every object as one multi-document YAML stream, each
 // document starting with "---".
 func (s *Strategy) Manifests() ([]byte, error) {
-	var buf bytes.Buffer
-	for _, o := range s.Objects {
-		b, err := EncodeObject(o)
-		if err != nil {
-			return nil, err
-		}
-		buf.WriteString("---\n")
-		buf.Write(b)
-	}
-	return buf.Bytes(), nil
+	return Print(s.Objects, "yaml")
 }
 
 // ConfigMapName is the deterministic name of a strategy's ConfigMap.
