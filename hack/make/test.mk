@@ -1,17 +1,21 @@
-# Tests. `make test` is the README's test command and what CI runs.
-UNIT_TIMEOUT ?= 10m
+# Tests. `make test` is the README's test command and what CI runs. Results
+# go through hack/testsummary, which ends with "N passed, N failed, N skipped".
+UNIT_TIMEOUT ?= 15m
 GOTEST_PKGS = $$($(GO) list ./... | grep -v /test/e2e)
+SUMMARY := $(GO) run ./hack/testsummary
 
 .PHONY: test-unit
 test-unit: ## Quick tests: no API server, no local cluster
-	$(GO) test -short -count=1 -timeout $(UNIT_TIMEOUT) $(GOTEST_PKGS)
+	$(GO) test -json -short -count=1 -timeout $(UNIT_TIMEOUT) $(GOTEST_PKGS) | $(SUMMARY)
 
 .PHONY: test-envtest
 test-envtest: tools ## Unit and envtest tests (real kube-apiserver and etcd)
-	$(GO) test -count=1 -timeout $(UNIT_TIMEOUT) $(GOTEST_PKGS)
+	$(GO) test -json -count=1 -timeout $(UNIT_TIMEOUT) $(GOTEST_PKGS) | $(SUMMARY)
 
 .PHONY: test
-test: test-envtest test-e2e ## Every test: unit, envtest and end to end
+test: tools ## Every test: unit, envtest and end to end (the e2e packages one at a time)
+	{ $(GO) test -json -count=1 -timeout $(UNIT_TIMEOUT) $(GOTEST_PKGS); \
+	  $(GO) test -json -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./test/e2e/...; } | $(SUMMARY)
 
 .PHONY: bench
 bench: ## Benchmarks (not part of CI)
