@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/config"
@@ -106,7 +107,9 @@ func TestFactsV153(t *testing.T) {
 		}
 	}
 	for kind, names := range got {
-		if _, known := v153Objects[kind]; !known && !partTwoKinds[kind] {
+		_, listed := v153Objects[kind]
+		_, counted := v153Counts[kind]
+		if !listed && !counted && !partTwoKinds[kind] {
 			t.Errorf("unexpected kind %s: %v", kind, names)
 		}
 	}
@@ -118,7 +121,37 @@ var partTwoKinds = map[string]bool{
 	"ValidatingWebhookConfiguration": true, "MutatingWebhookConfiguration": true,
 	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true, "APIService": true,
 	"SecurityContextConstraints": true, "Route": true,
-	"VirtualMachineClusterInstancetype": true, "VirtualMachineClusterPreference": true,
+}
+
+// v153Counts are kinds checked by count rather than by name: the common
+// instancetypes and preferences bundle of v1.5.3 (common-instancetypes
+// v1.3.1, upstream-facts.md section 3.2).
+var v153Counts = map[string]int{
+	"VirtualMachineClusterInstancetype": 44,
+	"VirtualMachineClusterPreference":   43,
+}
+
+func TestFactsV153Counts(t *testing.T) {
+	got := namesByKind(generateFor(t, withFeatureGates("VMExport")))
+	for kind, want := range v153Counts {
+		if len(got[kind]) != want {
+			t.Errorf("%s: got %d, want %d", kind, len(got[kind]), want)
+		}
+	}
+}
+
+// With spec.configuration.commonInstancetypesDeployment.enabled false no
+// instancetype or preference is rendered (the plan prunes those an earlier
+// strategy applied).
+func TestCommonInstancetypesDisabled(t *testing.T) {
+	got := namesByKind(generateFor(t, func(kv *kvv1.KubeVirt) {
+		kv.Spec.Configuration.CommonInstancetypesDeployment = &kvv1.CommonInstancetypesDeployment{Enabled: ptr.To(false)}
+	}))
+	for kind := range v153Counts {
+		if len(got[kind]) != 0 {
+			t.Errorf("%s rendered while disabled: %v", kind, got[kind])
+		}
+	}
 }
 
 // Without the VMExport feature gate virt-exportproxy's Deployment is not

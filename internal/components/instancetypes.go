@@ -1,0 +1,178 @@
+package components
+
+import (
+	"bufio"
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/strategy/stage"
+)
+
+// The common instancetypes and preferences are published data of the
+// kubevirt/common-instancetypes project, which KubeVirt embeds in its
+// operator (pkg/virt-operator/resource/generate/components/data/). virtop
+// embeds the same bundles, one directory per common-instancetypes release.
+//
+//go:embed data/common-instancetypes/*/*.yaml
+var instancetypesData embed.FS
+
+// Kinds and API version of the bundles' objects. There are no Go types for
+// them in virtop's dependencies, so they are rendered unstructured.
+const (
+	InstancetypeAPIVersion       = "instancetype.kubevirt.io/v1beta1"
+	ClusterInstancetypeKind      = "VirtualMachineClusterInstancetype"
+	ClusterPreferenceKind        = "VirtualMachineClusterPreference"
+	clusterInstancetypesBundleFN = "common-clusterinstancetypes-bundle.yaml"
+	clusterPreferencesBundleFN   = "common-clusterpreferences-bundle.yaml"
+)
+
+// commonInstancetypesVersion maps a KubeVirt release to the
+// common-instancetypes release it ships (the bundles' label
+// instancetype.kubevirt.io/common-instancetypes-version).
+var commonInstancetypesVersion = map[string]string{
+	"v1.5.0": "v1.3.0",
+	"v1.5.3": "v1.3.1",
+}
+
+func init() { register("instancetypes", renderInstancetypes) }
+
+// renderInstancetypes renders the common cluster instancetypes and
+// preferences of the release, sorted by kind and name, in stage
+// instancetypes. Nothing is rendered when the KubeVirt resource disables
+// commonInstancetypesDeployment; the plan then prunes what an earlier
+// strategy applied, as upstream deletes them.
+func renderInstancetypes(c *config.DeploymentConfig, r catalog.Release) ([]client.Object, error) {
+	if !c.CommonInstancetypes {
+		return nil, nil
+	}
+	b, err := commonBundle(r.Version)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]client.Object, 0, len(b.instancetypes)+len(b.preferences))
+	for _, list := range [][]*unstructured.Unstructured{b.instancetypes, b.preferences} {
+		for _, u := range list {
+			obj := u.DeepCopy()
+			stage.Set(obj, stage.Instancetypes)
+			out = append(out, obj)
+		}
+	}
+	return out, nil
+}
+
+// parsedBundle is one common-instancetypes release, parsed once.
+type parsedBundle struct {
+	once          sync.Once
+	instancetypes []*unstructured.Unstructured
+	preferences   []*unstructured.Unstructured
+	err           error
+}
+
+var (
+	bundlesMu sync.Mutex
+	bundles   = map[string]*parsedBundle{}
+)
+
+// commonBundle returns the parsed bundle of a KubeVirt release. The shared
+// objects must not be modified; callers copy them.
+func commonBundle(kubevirtVersion string) (*parsedBundle, error) {
+	ciVersion, ok := commonInstancetypesVersion[kubevirtVersion]
+	if !ok {
+		return nil, fmt.Errorf("no common instancetypes bundle for KubeVirt %s", kubevirtVersion)
+	}
+	bundlesMu.Lock()
+	b, ok := bundles[ciVersion]
+	if !ok {
+		b = &parsedBundle{}
+		bundles[ciVersion] = b
+	}
+	bundlesMu.Unlock()
+	b.once.Do(func() {
+		dir := "data/common-instancetypes/" + ciVersion + "/"
+		b.instancetypes, b.err = parseEmbeddedBundle(dir+clusterInstancetypesBundleFN, ClusterInstancetypeKind)
+		if b.err != nil {
+			return
+		}
+		b.preferences, b.err = parseEmbeddedBundle(dir+clusterPreferencesBundleFN, ClusterPreferenceKind)
+	})
+	if b.err != nil {
+		return nil, fmt.Errorf("common instancetypes %s: %w", ciVersion, b.err)
+	}
+	return b, nil
+}
+
+func parseEmbeddedBundle(path, kind string) ([]*unstructured.Unstructured, error) {
+	raw, err := instancetypesData.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := parseBundle(raw, kind)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return objs, nil
+}
+
+// parseBundle decodes a multi-document YAML bundle whose every object must be
+// a cluster-scoped object of the given kind in instancetype.kubevirt.io/v1beta1
+// with a unique name. Empty documents are skipped. The result is sorted by
+// name.
+func parseBundle(raw []byte, kind string) ([]*unstructured.Unstructured, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+	var out []*unstructured.Unstructured
+	seen := map[string]bool{}
+	for i := 0; ; i++ {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		j, err := yaml.YAMLToJSON(doc)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		if s := strings.TrimSpace(string(j)); s == "null" || s == "" {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		// UnmarshalJSON keeps integers as int64, so DeepCopy is safe.
+		if err := u.UnmarshalJSON(j); err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		switch {
+		case u.GetAPIVersion() != InstancetypeAPIVersion || u.GetKind() != kind:
+			return nil, fmt.Errorf("document %d: got %s %s, want %s %s", i, u.GetAPIVersion(), u.GetKind(), InstancetypeAPIVersion, kind)
+		case u.GetName() == "":
+			return nil, fmt.Errorf("document %d: %s has no name", i, kind)
+		case u.GetNamespace() != "":
+			return nil, fmt.Errorf("document %d: %s %s is cluster-scoped but has namespace %q", i, kind, u.GetName(), u.GetNamespace())
+		case seen[u.GetName()]:
+			return nil, fmt.Errorf("document %d: %s %s appears twice", i, kind, u.GetName())
+		}
+		seen[u.GetName()] = true
+		if _, ok := u.Object["spec"].(map[string]interface{}); !ok {
+			return nil, fmt.Errorf("document %d: %s %s has no spec", i, kind, u.GetName())
+		}
+		out = append(out, u)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no %s objects", kind)
+	}
+	slices.SortFunc(out, func(a, b *unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return out, nil
+}
