@@ -58,11 +58,18 @@ var v153Objects = map[string][]string{
 		"kubevirt-operator-certs", "kubevirt-virt-api-certs", "kubevirt-virt-handler-certs",
 		"kubevirt-virt-handler-server-certs",
 	},
-	"ConfigMap":      {"kubevirt-ca", "kubevirt-export-ca"},
-	"Deployment":     {"virt-api", "virt-controller", "virt-exportproxy"},
-	"DaemonSet":      {"virt-handler"},
-	"ServiceMonitor": {"prometheus-kubevirt-rules"},
-	"PrometheusRule": {"prometheus-kubevirt-rules"},
+	"ConfigMap":                        {"kubevirt-ca", "kubevirt-export-ca"},
+	"Deployment":                       {"virt-api", "virt-controller", "virt-exportproxy"},
+	"DaemonSet":                        {"virt-handler"},
+	"ServiceMonitor":                   {"prometheus-kubevirt-rules"},
+	"PrometheusRule":                   {"prometheus-kubevirt-rules"},
+	"ValidatingWebhookConfiguration":   {"virt-api-validator", "virt-operator-validator"},
+	"MutatingWebhookConfiguration":     {"virt-api-mutator"},
+	"ValidatingAdmissionPolicy":        {"kubevirt-node-restriction-policy"},
+	"ValidatingAdmissionPolicyBinding": {"kubevirt-node-restriction-binding"},
+	"APIService":                       {"v1.subresources.kubevirt.io", "v1alpha3.subresources.kubevirt.io"},
+	"SecurityContextConstraints":       {"kubevirt-controller", "kubevirt-handler"},
+	"Route":                            {"virt-exportproxy"},
 }
 
 func generateFor(t testing.TB, mutate func(*kvv1.KubeVirt)) *Strategy {
@@ -115,13 +122,9 @@ func TestFactsV153(t *testing.T) {
 	}
 }
 
-// partTwoKinds are rendered by the second part of the strategy work; the
-// facts for them are checked where they are rendered.
-var partTwoKinds = map[string]bool{
-	"ValidatingWebhookConfiguration": true, "MutatingWebhookConfiguration": true,
-	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true, "APIService": true,
-	"SecurityContextConstraints": true, "Route": true,
-}
+// partTwoKinds are kinds rendered but not yet listed in the facts above;
+// none are left.
+var partTwoKinds = map[string]bool{}
 
 // v153Counts are kinds checked by count rather than by name: the common
 // instancetypes and preferences bundle of v1.5.3 (common-instancetypes
@@ -154,12 +157,17 @@ func TestCommonInstancetypesDisabled(t *testing.T) {
 	}
 }
 
-// Without the VMExport feature gate virt-exportproxy's Deployment is not
-// rendered (upstream v1.5.3 deletes it).
+// Without the VMExport feature gate virt-exportproxy's Deployment and Route
+// are not rendered (upstream v1.5.3 deletes them).
 func TestVMExportGate(t *testing.T) {
 	got := namesByKind(generateFor(t, nil))
 	if want := []string{"virt-api", "virt-controller"}; !slices.Equal(got["Deployment"], want) {
 		t.Errorf("Deployments without VMExport: %v, want %v", got["Deployment"], want)
+	}
+	// Its Route goes with it; its Service, RBAC and certificates stay, as
+	// upstream keeps them.
+	if len(got["Route"]) != 0 {
+		t.Errorf("Routes without VMExport: %v, want none", got["Route"])
 	}
 }
 
