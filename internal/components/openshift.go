@@ -40,9 +40,9 @@ const (
 
 // securityContextConstraints is the part of OpenShift's
 // security.openshift.io/v1 SecurityContextConstraints that KubeVirt sets.
-// Fields without omitempty are so in OpenShift's type too (its CRD requires
-// them; nil lists and priority are written as null, as upstream writes
-// them).
+// Fields without omitempty lack it in OpenShift's type too, so nil lists
+// and priority are written as null, as upstream's strategy writes them
+// (OpenShift's type marks them nullable; most are not optional).
 type securityContextConstraints struct {
 	metav1.TypeMeta          `json:",inline"`
 	metav1.ObjectMeta        `json:"metadata,omitempty"`
