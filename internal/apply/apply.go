@@ -1,0 +1,218 @@
+// Package apply writes desired objects to the cluster with server-side
+// apply under one field manager, skipping objects that are already as
+// desired, and judges their readiness from their status.
+package apply
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/virtop-dev/virtop/internal/strategy"
+)
+
+// FieldManager owns the fields virtop applies.
+const FieldManager = "virtop"
+
+// Result says what applying one object did.
+type Result string
+
+const (
+	Unchanged  Result = "unchanged"
+	Created    Result = "created"
+	Configured Result = "configured"
+)
+
+// Applier applies objects. It remembers, per object, the hash of what it
+// last applied and the resourceVersion the server returned, so an object
+// that neither virtop nor anyone else changed since is skipped without a
+// request. After a restart the memory is empty; then an object whose live
+// state already holds every desired field is skipped too.
+type Applier struct {
+	// Client writes (and reads live objects; a cached client keeps steady
+	// state free of requests).
+	Client client.Client
+
+	mu      sync.Mutex
+	applied map[strategy.Key]record
+}
+
+type record struct {
+	hash            string
+	resourceVersion string
+}
+
+// New returns an Applier.
+func New(c client.Client) *Applier {
+	return &Applier{Client: c, applied: map[strategy.Key]record{}}
+}
+
+// Desired converts a typed object to the unstructured form that is applied:
+// no status, no creationTimestamp.
+func Desired(o client.Object) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return nil, fmt.Errorf("convert %s: %w", strategy.KeyOf(o), err)
+	}
+	delete(m, "status")
+	if md, ok := m["metadata"].(map[string]interface{}); ok {
+		delete(md, "creationTimestamp")
+		delete(md, "resourceVersion")
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(o.GetObjectKind().GroupVersionKind())
+	return u, nil
+}
+
+func hashOf(u *unstructured.Unstructured) string {
+	b, _ := json.Marshal(u.Object)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Apply makes the live object hold the desired fields. It returns what it
+// did and the live object after it.
+func (a *Applier) Apply(ctx context.Context, o client.Object) (Result, *unstructured.Unstructured, error) {
+	desired, err := Desired(o)
+	if err != nil {
+		return "", nil, err
+	}
+	key := strategy.KeyOf(o)
+	hash := hashOf(desired)
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(desired.GroupVersionKind())
+	err = a.Client.Get(ctx, client.ObjectKeyFromObject(o), live)
+	switch {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil:
+		return "", nil, fmt.Errorf("get %s: %w", key, err)
+	}
+	if live != nil {
+		a.mu.Lock()
+		rec, ok := a.applied[key]
+		a.mu.Unlock()
+		if ok && rec.hash == hash && rec.resourceVersion == live.GetResourceVersion() {
+			return Unchanged, live, nil
+		}
+		if Contains(live.Object, desired.Object) {
+			a.remember(key, hash, live.GetResourceVersion())
+			return Unchanged, live, nil
+		}
+	}
+	result := Configured
+	if live == nil {
+		result = Created
+	}
+	out := desired.DeepCopy()
+	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return "", nil, fmt.Errorf("apply %s: %w", key, err)
+	}
+	a.remember(key, hash, out.GetResourceVersion())
+	return result, out, nil
+}
+
+func (a *Applier) remember(key strategy.Key, hash, rv string) {
+	a.mu.Lock()
+	a.applied[key] = record{hash: hash, resourceVersion: rv}
+	a.mu.Unlock()
+}
+
+// Forget drops what the applier remembers of an object (after deleting it).
+func (a *Applier) Forget(key strategy.Key) {
+	a.mu.Lock()
+	delete(a.applied, key)
+	a.mu.Unlock()
+}
+
+// Contains reports whether live holds every field of desired with the same
+// value. Maps may hold more keys (server defaults, others' fields); lists
+// must have the same length and each element must contain the desired one.
+// Numbers compare by value whatever their Go type.
+func Contains(live, desired interface{}) bool {
+	switch d := desired.(type) {
+	case map[string]interface{}:
+		l, ok := live.(map[string]interface{})
+		if !ok {
+			return len(d) == 0 && live == nil
+		}
+		for k, dv := range d {
+			lv, present := l[k]
+			if !present {
+				if isEmpty(dv) {
+					continue
+				}
+				return false
+			}
+			if !Contains(lv, dv) {
+				return false
+			}
+		}
+		return true
+	case []interface{}:
+		l, ok := live.([]interface{})
+		if !ok {
+			return len(d) == 0 && live == nil
+		}
+		if len(l) != len(d) {
+			return false
+		}
+		for i := range d {
+			if !Contains(l[i], d[i]) {
+				return false
+			}
+		}
+		return true
+	case nil:
+		return true
+	default:
+		if ln, ok := number(live); ok {
+			if dn, ok := number(desired); ok {
+				return ln == dn
+			}
+		}
+		return reflect.DeepEqual(live, desired)
+	}
+}
+
+func isEmpty(v interface{}) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case map[string]interface{}:
+		return len(x) == 0
+	case []interface{}:
+		return len(x) == 0
+	case string:
+		return x == ""
+	case bool:
+		return !x
+	}
+	if n, ok := number(v); ok {
+		return n == 0
+	}
+	return false
+}
+
+func number(v interface{}) (float64, bool) {
+	switch x := v.(type) {
+	case int64:
+		return float64(x), true
+	case int32:
+		return float64(x), true
+	case int:
+		return float64(x), true
+	case float64:
+		return x, true
+	}
+	return 0, false
+}

@@ -1,0 +1,348 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/apply"
+	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/components"
+	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/plan"
+	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/strategy/stage"
+)
+
+// strategyCache keeps the strategies recently resolved, by deployment ID,
+// so a steady-state pass does not render or decode again.
+type strategyCache struct {
+	mu      sync.Mutex
+	entries map[string]*cachedStrategy
+	order   []string
+}
+
+type cachedStrategy struct {
+	strategy  *strategy.Strategy
+	configMap *corev1.ConfigMap
+}
+
+func (c *strategyCache) get(id string) *cachedStrategy {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entries[id]
+}
+
+func (c *strategyCache) put(id string, e *cachedStrategy) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		c.entries = map[string]*cachedStrategy{}
+	}
+	if _, ok := c.entries[id]; !ok {
+		c.order = append(c.order, id)
+	}
+	c.entries[id] = e
+	for len(c.order) > 2 {
+		delete(c.entries, c.order[0])
+		c.order = c.order[1:]
+	}
+}
+
+var strategies strategyCache
+
+// resolveStrategy returns the strategy of the config, from memory, from
+// rendering in process (catalog versions) or from its ConfigMap (written by
+// the dump-install-strategy Job for other versions). The ConfigMap is kept
+// applied either way. A nil strategy with nil error means "pending".
+func (r *Reconciler) resolveStrategy(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig, f *facts) (*strategy.Strategy, ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	if c := strategies.get(cfg.ID); c != nil {
+		if c.configMap != nil {
+			if _, _, err := r.Applier.Apply(ctx, c.configMap); err != nil {
+				return nil, ctrl.Result{}, err
+			}
+		}
+		return c.strategy, ctrl.Result{}, nil
+	}
+	if _, ok := r.Catalog.Lookup(cfg.Version); ok {
+		start := time.Now()
+		st, err := strategy.Generate(cfg)
+		if err != nil {
+			// Rendering is pure: an error comes from the input (for example
+			// a customizeComponents patch), which only the user can fix.
+			f.invalid = err
+			return nil, ctrl.Result{}, nil
+		}
+		strategyGenerationSeconds.Observe(time.Since(start).Seconds())
+		cm, err := st.ConfigMap(kv.Namespace)
+		if err != nil {
+			return nil, ctrl.Result{}, err
+		}
+		res, _, err := r.Applier.Apply(ctx, cm)
+		if err != nil {
+			return nil, ctrl.Result{}, fmt.Errorf("storing the install strategy: %w", err)
+		}
+		if res != apply.Unchanged {
+			log.Info("Stored install strategy", "configMap", cm.Name, "version", cfg.Version, "objects", len(st.Objects))
+		}
+		strategies.put(cfg.ID, &cachedStrategy{strategy: st, configMap: cm})
+		return st, ctrl.Result{}, nil
+	}
+	// Not in this operator's catalog: the strategy comes from a ConfigMap
+	// the dump-install-strategy Job writes.
+	cm := &corev1.ConfigMap{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: kv.Namespace, Name: strategy.ConfigMapName(cfg.ID)}, cm)
+	if err == nil {
+		st, derr := strategy.FromConfigMap(cm)
+		if derr == nil && st.ID == cfg.ID {
+			strategies.put(cfg.ID, &cachedStrategy{strategy: st})
+			return st, ctrl.Result{}, nil
+		}
+		if derr == nil {
+			derr = fmt.Errorf("it is labelled for deployment %s", st.ID)
+		}
+		log.Info("Deleting unreadable install strategy ConfigMap; it will be produced again", "configMap", cm.Name, "reason", derr.Error())
+		if r.Recorder != nil {
+			r.Recorder.Eventf(kv, nil, corev1.EventTypeWarning, "StrategyCorrupt", "Delete", "Install strategy ConfigMap %s was unreadable (%v); producing it again", cm.Name, derr)
+		}
+		if err := r.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
+			return nil, ctrl.Result{}, err
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return nil, ctrl.Result{}, err
+	}
+	if r.StrategyJobs == nil {
+		f.invalid = fmt.Errorf("spec.imageTag: %w; set the operator's --strategy-image to a virtop image whose catalog has it", &catalog.NotInCatalogError{Version: cfg.Version, Have: r.Catalog.Versions()})
+		return nil, ctrl.Result{}, nil
+	}
+	state, err := r.StrategyJobs.Ensure(ctx, kv, cfg)
+	if err != nil {
+		return nil, ctrl.Result{}, err
+	}
+	f.strategyPending = state.Pending
+	f.strategyFailed = state.Failed
+	return nil, ctrl.Result{RequeueAfter: state.RequeueAfter}, nil
+}
+
+// StrategyJobRunner runs the dump-install-strategy Job for versions outside
+// the catalog.
+type StrategyJobRunner interface {
+	Ensure(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) (JobState, error)
+}
+
+// JobState is how the strategy Job is doing.
+type JobState struct {
+	Pending      string
+	Failed       string
+	RequeueAfter time.Duration
+}
+
+// Apply orders. A fresh install brings virt-api up first; an update of a
+// running system follows upstream: virt-handler first, virt-api last.
+// Monitoring comes right after the Services it scrapes, so a slow component
+// never delays the alerts that would report it.
+var (
+	installOrder = []stage.Stage{stage.CRDs, stage.RBAC, stage.Certificates, stage.Services, stage.Monitoring,
+		stage.VirtAPI, stage.Admission, stage.VirtController, stage.VirtHandler, stage.VirtExportProxy, stage.Instancetypes}
+	updateOrder = []stage.Stage{stage.CRDs, stage.RBAC, stage.Certificates, stage.Services, stage.Monitoring,
+		stage.VirtHandler, stage.VirtController, stage.VirtExportProxy, stage.VirtAPI, stage.Admission, stage.Instancetypes}
+	// barriers must be ready before the next stage is applied.
+	installBarriers = map[stage.Stage]bool{stage.CRDs: true, stage.VirtAPI: true}
+	updateBarriers  = map[stage.Stage]bool{stage.CRDs: true, stage.VirtHandler: true, stage.VirtController: true, stage.VirtAPI: true}
+)
+
+type applyOutcome struct {
+	created, ready bool
+	waitingOn      string
+	requeueAfter   time.Duration
+}
+
+func (r *Reconciler) applyPlan(ctx context.Context, kv *kvv1.KubeVirt, p *plan.Plan, updating bool) (applyOutcome, error) {
+	log := ctrl.LoggerFrom(ctx)
+	order, barriers := installOrder, installBarriers
+	if updating {
+		order, barriers = updateOrder, updateBarriers
+	}
+	byStage := map[stage.Stage][]client.Object{}
+	for _, o := range p.Objects {
+		st, err := stage.Of(o)
+		if err != nil {
+			return applyOutcome{}, err
+		}
+		byStage[st] = append(byStage[st], o)
+	}
+	var out applyOutcome
+	var changed []string
+	defer func() {
+		if len(changed) > 0 && r.Recorder != nil {
+			r.Recorder.Eventf(kv, nil, corev1.EventTypeNormal, "Applied", "Apply", "Applied %d objects: %s", len(changed), summarize(changed))
+		}
+	}()
+	allReady := true
+	for _, st := range order {
+		stageReady := true
+		for _, o := range byStage[st] {
+			res, live, err := r.Applier.Apply(ctx, o)
+			if err != nil {
+				return out, err
+			}
+			key := strategy.KeyOf(o)
+			if res != apply.Unchanged {
+				logFor(log, key).Info("Applied object", "result", string(res), "stage", string(st))
+				changed = append(changed, string(res)+" "+key.String())
+				appliedObjects.WithLabelValues(key.Kind, string(res)).Inc()
+			}
+			if ok, why := apply.Ready(live); !ok {
+				stageReady = false
+				if out.waitingOn == "" {
+					out.waitingOn = fmt.Sprintf("%s %s: %s", key.Kind, key.Name, why)
+				}
+			}
+		}
+		if !stageReady {
+			allReady = false
+			if barriers[st] {
+				log.V(1).Info("Waiting for stage to become ready", "stage", string(st), "waitingOn", out.waitingOn)
+				return out, nil
+			}
+		}
+	}
+	out.created = true
+	out.ready = allReady
+	return out, nil
+}
+
+func summarize(items []string) string {
+	if len(items) > 5 {
+		return strings.Join(items[:5], ", ") + fmt.Sprintf(" and %d more", len(items)-5)
+	}
+	return strings.Join(items, ", ")
+}
+
+// managedKinds are every kind virtop may have created, for pruning and
+// uninstall.
+var managedKinds = []schema.GroupVersionKind{
+	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingWebhookConfiguration"},
+	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "MutatingWebhookConfiguration"},
+	{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"},
+	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicyBinding"},
+	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicy"},
+	{Group: "apps", Version: "v1", Kind: "DaemonSet"},
+	{Group: "apps", Version: "v1", Kind: "Deployment"},
+	{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"},
+	{Group: "route.openshift.io", Version: "v1", Kind: "Route"},
+	{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"},
+	{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"},
+	{Group: "instancetype.kubevirt.io", Version: "v1beta1", Kind: "VirtualMachineClusterInstancetype"},
+	{Group: "instancetype.kubevirt.io", Version: "v1beta1", Kind: "VirtualMachineClusterPreference"},
+	{Version: "v1", Kind: "Service"},
+	{Version: "v1", Kind: "Secret"},
+	{Version: "v1", Kind: "ConfigMap"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"},
+	{Group: "security.openshift.io", Version: "v1", Kind: "SecurityContextConstraints"},
+	{Version: "v1", Kind: "ServiceAccount"},
+	{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
+}
+
+// listManaged lists the live objects of a kind that virtop manages. A kind
+// the cluster does not serve has none.
+func (r *Reconciler) listManaged(ctx context.Context, gvk schema.GroupVersionKind) ([]unstructured.Unstructured, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	err := r.Client.List(ctx, list, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue})
+	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", gvk.Kind, err)
+	}
+	var out []unstructured.Unstructured
+	for _, o := range list.Items {
+		if _, isStrategy := o.GetLabels()[components.InstallStrategyLabel]; isStrategy {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// prune deletes what virtop created and the plan no longer holds, once the
+// new state is rolled out. CRDs are never pruned: they may hold user data.
+func (r *Reconciler) prune(ctx context.Context, kv *kvv1.KubeVirt, p *plan.Plan) error {
+	log := ctrl.LoggerFrom(ctx)
+	want := map[strategy.Key]bool{}
+	for _, o := range p.Objects {
+		want[strategy.KeyOf(o)] = true
+	}
+	var errs []error
+	for _, gvk := range managedKinds {
+		if gvk.Kind == "CustomResourceDefinition" {
+			continue
+		}
+		objs, err := r.listManaged(ctx, gvk)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for i := range objs {
+			o := &objs[i]
+			key := strategy.Key{Group: gvk.Group, Kind: gvk.Kind, Namespace: o.GetNamespace(), Name: o.GetName()}
+			if want[key] {
+				continue
+			}
+			if err := r.Client.Delete(ctx, o, client.PropagationPolicy("Background")); client.IgnoreNotFound(err) != nil {
+				errs = append(errs, fmt.Errorf("prune %s: %w", key, err))
+				continue
+			}
+			r.Applier.Forget(key)
+			logFor(log, key).Info("Pruned object the install strategy no longer holds")
+			if r.Recorder != nil {
+				r.Recorder.Eventf(kv, nil, corev1.EventTypeNormal, "Pruned", "Delete", "Deleted %s, which the install strategy no longer holds", key)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// collectStrategies keeps the current and the previous strategy ConfigMaps
+// and deletes older ones.
+func (r *Reconciler) collectStrategies(ctx context.Context, namespace, currentID, previousID string) error {
+	var list corev1.ConfigMapList
+	if err := r.Client.List(ctx, &list, client.InNamespace(namespace), client.HasLabels{components.InstallStrategyLabel},
+		client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+		return err
+	}
+	keep := map[string]bool{strategy.ConfigMapName(currentID): true}
+	if previousID != "" {
+		keep[strategy.ConfigMapName(previousID)] = true
+	}
+	var errs []error
+	for i := range list.Items {
+		cm := &list.Items[i]
+		if keep[cm.Name] {
+			continue
+		}
+		if err := r.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ctrl.LoggerFrom(ctx).Info("Deleted old install strategy", "configMap", cm.Name)
+	}
+	return errors.Join(errs...)
+}

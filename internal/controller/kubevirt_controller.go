@@ -1,0 +1,284 @@
+// Package controller reconciles the KubeVirt resource: it resolves the
+// install strategy, plans it against the live cluster, applies it stage by
+// stage and reports what it saw in the resource's status.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/apply"
+	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/plan"
+	"github.com/virtop-dev/virtop/internal/strategy"
+)
+
+// Finalizer is the KubeVirt resource's finalizer, as upstream names it.
+const Finalizer = "foregroundDeleteKubeVirt"
+
+// StatusFieldManager owns status and finalizers.
+const StatusFieldManager = "virtop-status"
+
+// Reconciler reconciles the KubeVirt resource.
+type Reconciler struct {
+	// Client reads from the cache and writes.
+	Client client.Client
+	// APIReader reads uncached (CRDs in full, objects outside the cache).
+	APIReader client.Reader
+	// Settings are the operator's settings that shape the strategy.
+	Settings config.Settings
+	// Catalog is what this operator renders in process.
+	Catalog catalog.Catalog
+	// StrategyJobs runs the dump-install-strategy Job for versions outside
+	// the catalog; nil makes such versions a configuration error.
+	StrategyJobs StrategyJobRunner
+	// Applier writes the planned objects.
+	Applier *apply.Applier
+	// Capabilities reads what the live cluster offers.
+	Capabilities CapabilityReader
+	// Recorder emits events; nil disables them.
+	Recorder events.EventRecorder
+	// OperatorVersion is reported in status.operatorVersion.
+	OperatorVersion string
+	// Clock is injectable for tests.
+	Clock clock.PassiveClock
+}
+
+// CapabilityReader gathers a snapshot of the live cluster for the plan.
+type CapabilityReader interface {
+	Snapshot(ctx context.Context, cfg *config.DeploymentConfig) (plan.Capabilities, error)
+}
+
+// Reconcile runs one pass for a KubeVirt resource.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	kv := &kvv1.KubeVirt{}
+	if err := r.Client.Get(ctx, req.NamespacedName, kv); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if served, err := r.servedKey(ctx); err != nil {
+		return ctrl.Result{}, err
+	} else if served != client.ObjectKeyFromObject(kv) {
+		return ctrl.Result{}, r.markNotServed(ctx, kv, served)
+	}
+	orig := kv.DeepCopy()
+	var f facts
+	f.previouslyAvailable = conditionStatus(kv.Status.Conditions, kvv1.KubeVirtConditionAvailable)
+	var result ctrl.Result
+	var reconcileErr error
+	if kv.DeletionTimestamp != nil {
+		result, reconcileErr = r.reconcileDelete(ctx, kv, &f)
+	} else {
+		result, reconcileErr = r.reconcileInstall(ctx, kv, &f)
+	}
+	if f.deleted {
+		return result, reconcileErr
+	}
+	if err := r.writeStatus(ctx, orig, kv, f); err != nil {
+		log.Error(err, "Failed to write status")
+		return ctrl.Result{}, errors.Join(reconcileErr, err)
+	}
+	return result, reconcileErr
+}
+
+// servedKey is the KubeVirt resource this operator serves: the oldest one
+// in the operator's namespace.
+func (r *Reconciler) servedKey(ctx context.Context) (client.ObjectKey, error) {
+	var list kvv1.KubeVirtList
+	if err := r.Client.List(ctx, &list, client.InNamespace(r.Settings.Namespace)); err != nil {
+		return client.ObjectKey{}, err
+	}
+	var live []kvv1.KubeVirt
+	for _, kv := range list.Items {
+		if kv.Status.Phase != kvv1.KubeVirtPhaseDeleted {
+			live = append(live, kv)
+		}
+	}
+	if len(live) == 0 {
+		return client.ObjectKey{}, nil
+	}
+	sort.Slice(live, func(i, j int) bool {
+		a, b := live[i], live[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Name < b.Name
+	})
+	return client.ObjectKeyFromObject(&live[0]), nil
+}
+
+func (r *Reconciler) markNotServed(ctx context.Context, kv *kvv1.KubeVirt, served client.ObjectKey) error {
+	msg := fmt.Sprintf("This operator serves only one KubeVirt resource, in namespace %s; it serves %s", r.Settings.Namespace, served)
+	if served.Name == "" {
+		msg = fmt.Sprintf("A KubeVirt resource must live in the operator's namespace %s", r.Settings.Namespace)
+	}
+	orig := kv.DeepCopy()
+	conds := map[kvv1.KubeVirtConditionType]cond{
+		kvv1.KubeVirtConditionSynchronized: {corev1.ConditionFalse, ReasonExistingDeployment, msg},
+	}
+	kv.Status.Conditions = mergeConditionsKeep(kv.Status.Conditions, conds, r.now())
+	if apiequality.Semantic.DeepEqual(orig.Status, kv.Status) {
+		return nil
+	}
+	return r.Client.Status().Patch(ctx, kv, client.MergeFrom(orig), client.FieldOwner(StatusFieldManager))
+}
+
+// mergeConditionsKeep sets only the given conditions, keeping all others.
+func mergeConditionsKeep(existing []kvv1.KubeVirtCondition, set map[kvv1.KubeVirtConditionType]cond, now metav1.Time) []kvv1.KubeVirtCondition {
+	var out []kvv1.KubeVirtCondition
+	done := map[kvv1.KubeVirtConditionType]bool{}
+	for _, c := range existing {
+		if n, ok := set[c.Type]; ok {
+			done[c.Type] = true
+			if c.Status != n.status || c.Reason != n.reason || c.Message != n.message {
+				if c.Status != n.status {
+					c.LastTransitionTime = now
+				}
+				c.Status, c.Reason, c.Message, c.LastProbeTime = n.status, n.reason, n.message, now
+			}
+		}
+		out = append(out, c)
+	}
+	for typ, n := range set {
+		if !done[typ] {
+			out = append(out, kvv1.KubeVirtCondition{Type: typ, Status: n.status, Reason: n.reason, Message: n.message, LastProbeTime: now, LastTransitionTime: now})
+		}
+	}
+	return out
+}
+
+func (r *Reconciler) now() metav1.Time {
+	if r.Clock == nil {
+		return metav1.Now()
+	}
+	return metav1.NewTime(r.Clock.Now())
+}
+
+// reconcileInstall resolves, plans and applies the strategy.
+func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f *facts) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	kv.Status.OperatorVersion = r.OperatorVersion
+	cfg, err := config.FromKubeVirt(kv, r.Settings)
+	if err != nil {
+		f.invalid = err
+		log.Info("KubeVirt resource is invalid; leaving the control plane as it is", "reason", err.Error())
+		return ctrl.Result{}, nil
+	}
+	kv.Status.TargetKubeVirtVersion = cfg.Version
+	kv.Status.TargetKubeVirtRegistry = cfg.Registry
+	kv.Status.TargetDeploymentID = cfg.ID
+	kv.Status.TargetDeploymentConfig = cfg.JSON()
+	f.updating = kv.Status.ObservedDeploymentID != "" && kv.Status.ObservedDeploymentID != cfg.ID
+
+	st, res, err := r.resolveStrategy(ctx, kv, cfg, f)
+	if err != nil || st == nil {
+		return res, err
+	}
+	if !controllerutil.ContainsFinalizer(kv, Finalizer) {
+		if err := r.addFinalizer(ctx, kv); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	caps, err := r.Capabilities.Snapshot(ctx, cfg)
+	if err != nil {
+		f.applyErr = fmt.Errorf("reading the cluster's capabilities: %w", err)
+		return ctrl.Result{}, f.applyErr
+	}
+	p := plan.Build(st, cfg, caps)
+	out, err := r.applyPlan(ctx, kv, p, f.updating)
+	if err != nil {
+		f.applyErr = err
+		return ctrl.Result{}, err
+	}
+	f.created = out.created
+	f.ready = out.ready
+	f.waitingOn = out.waitingOn
+	if !f.ready {
+		// Readiness arrives as watch events; the requeue is only a safety
+		// net for events missed while disconnected.
+		return ctrl.Result{RequeueAfter: time.Minute}, nil
+	}
+	if err := r.prune(ctx, kv, p); err != nil {
+		f.applyErr = err
+		return ctrl.Result{}, err
+	}
+	if err := r.collectStrategies(ctx, kv.Namespace, cfg.ID, kv.Status.ObservedDeploymentID); err != nil {
+		log.Error(err, "Failed to delete old strategy ConfigMaps")
+	}
+	kv.Status.ObservedKubeVirtVersion = cfg.Version
+	kv.Status.ObservedKubeVirtRegistry = cfg.Registry
+	kv.Status.ObservedDeploymentID = cfg.ID
+	kv.Status.ObservedDeploymentConfig = cfg.JSON()
+	f.updating = false
+	return ctrl.Result{RequeueAfter: out.requeueAfter}, nil
+}
+
+func (r *Reconciler) addFinalizer(ctx context.Context, kv *kvv1.KubeVirt) error {
+	orig := kv.DeepCopy()
+	controllerutil.AddFinalizer(kv, Finalizer)
+	return r.Client.Patch(ctx, kv, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(StatusFieldManager))
+}
+
+// writeStatus computes conditions and phase and patches the status when it
+// changed.
+func (r *Reconciler) writeStatus(ctx context.Context, orig, kv *kvv1.KubeVirt, f facts) error {
+	conds := conditions(f)
+	kv.Status.Conditions = mergeConditions(kv.Status.Conditions, conds, r.now())
+	kv.Status.Phase = phase(f, conds)
+	if (f.ready && f.applyErr == nil && f.strategyFailed == "") || f.invalid != nil {
+		kv.Status.ObservedGeneration = ptr.To(kv.Generation)
+	}
+	if apiequality.Semantic.DeepEqual(orig.Status, kv.Status) {
+		return nil
+	}
+	r.eventForChanges(orig, kv)
+	patch := client.MergeFrom(orig)
+	if err := r.Client.Status().Patch(ctx, kv, patch, client.FieldOwner(StatusFieldManager)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+// eventForChanges emits one event per condition whose status changed.
+func (r *Reconciler) eventForChanges(orig, kv *kvv1.KubeVirt) {
+	if r.Recorder == nil {
+		return
+	}
+	for _, c := range kv.Status.Conditions {
+		before := conditionStatus(orig.Status.Conditions, c.Type)
+		if before == c.Status {
+			continue
+		}
+		typ := corev1.EventTypeNormal
+		if (c.Type == kvv1.KubeVirtConditionDegraded || c.Type == kvv1.KubeVirtConditionStalled) && c.Status == corev1.ConditionTrue ||
+			c.Type == kvv1.KubeVirtConditionAvailable && c.Status == corev1.ConditionFalse && before == corev1.ConditionTrue {
+			typ = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(kv, nil, typ, c.Reason, string(c.Type), "%s is %s: %s", c.Type, c.Status, c.Message)
+	}
+}
+
+// logFor returns a logger for an object.
+func logFor(log logr.Logger, key strategy.Key) logr.Logger {
+	return log.WithValues("kind", key.Kind, "object", key.Namespace+"/"+key.Name)
+}

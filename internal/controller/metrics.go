@@ -1,0 +1,49 @@
+package controller
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	strategyGenerationSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "virtop_strategy_generation_seconds",
+		Help:    "Time to render an install strategy in process.",
+		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1},
+	})
+	appliedObjects = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "virtop_applied_objects_total",
+		Help: "Objects written by server-side apply, by kind and result (created or configured).",
+	}, []string{"kind", "result"})
+	// The upstream operator's metrics, so upstream alerts about the operator
+	// keep working.
+	operatorReady = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "kubevirt_virt_operator_ready_status",
+		Help: "Indication for a virt-operator that is ready to take the lead.",
+	})
+	operatorLeading = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "kubevirt_virt_operator_leading_status",
+		Help: "Indication for an operating virt-operator.",
+	})
+	emulationEnabled = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "kubevirt_configuration_emulation_enabled",
+		Help: "Indicates whether the Software Emulation is enabled in the configuration.",
+	})
+)
+
+func init() {
+	metrics.Registry.MustRegister(strategyGenerationSeconds, appliedObjects, operatorReady, operatorLeading, emulationEnabled)
+}
+
+// SetOperatorReady reports the operator ready (caches synced).
+func SetOperatorReady(ready bool) { operatorReady.Set(b2f(ready)) }
+
+// SetOperatorLeading reports whether this replica leads.
+func SetOperatorLeading(leading bool) { operatorLeading.Set(b2f(leading)) }
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,200 @@
+package controller
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+)
+
+// Reasons virtop sets on the KubeVirt conditions. docs/api.md records them.
+const (
+	ReasonAllComponentsReady   = "AllComponentsReady"
+	ReasonAllResourcesCreated  = "AllResourcesCreated"
+	ReasonDeploymentInProgress = "DeploymentInProgress"
+	ReasonUpdateInProgress     = "UpdateInProgress"
+	ReasonDeploymentFailed     = "DeploymentFailed"
+	ReasonInvalidConfiguration = "InvalidConfiguration"
+	ReasonStrategyPending      = "StrategyPending"
+	ReasonStrategyJobFailed    = "StrategyJobFailed"
+	ReasonExistingDeployment   = "ExistingDeployment"
+	ReasonDeletionInProgress   = "DeletionInProgress"
+	ReasonDeletionBlocked      = "DeletionBlocked"
+	ReasonDeletionFailed       = "DeletionFailed"
+	ReasonNoErrors             = "NoErrors"
+	ReasonSynchronized         = "Synchronized"
+)
+
+// facts are what one reconcile pass observed; conditions and phase are
+// computed from them alone.
+type facts struct {
+	// invalid is a problem with the resource only the user can fix.
+	invalid error
+	// strategyPending says the strategy is being produced (the Job runs).
+	strategyPending string
+	// strategyFailed says the strategy Job failed (it is retried).
+	strategyFailed string
+	// applyErr is a transient failure while applying.
+	applyErr error
+	// created is true once every planned object exists.
+	created bool
+	// ready is true once every component is rolled out and ready.
+	ready bool
+	// waitingOn says what the rollout waits for.
+	waitingOn string
+	// updating is true when an earlier deployment is being replaced.
+	updating bool
+	// previouslyAvailable is the Available status before this pass.
+	previouslyAvailable corev1.ConditionStatus
+	// deleting, deletionBlocked, deletionErr, deleted describe uninstall.
+	deleting        bool
+	deletionBlocked string
+	deletionErr     error
+	deleted         bool
+}
+
+type cond struct {
+	status  corev1.ConditionStatus
+	reason  string
+	message string
+}
+
+// conditions computes the KubeVirt conditions from the facts.
+func conditions(f facts) map[kvv1.KubeVirtConditionType]cond {
+	t, fl := corev1.ConditionTrue, corev1.ConditionFalse
+	out := map[kvv1.KubeVirtConditionType]cond{}
+	set := func(typ kvv1.KubeVirtConditionType, s corev1.ConditionStatus, reason, msg string) {
+		out[typ] = cond{s, reason, msg}
+	}
+	if f.deleting {
+		set(kvv1.KubeVirtConditionAvailable, fl, ReasonDeletionInProgress, "The KubeVirt control plane is being removed")
+		set(kvv1.KubeVirtConditionProgressing, fl, ReasonDeletionInProgress, "The KubeVirt control plane is being removed")
+		switch {
+		case f.deletionBlocked != "":
+			set(kvv1.KubeVirtConditionDegraded, fl, ReasonDeletionBlocked, f.deletionBlocked)
+			set(kvv1.KubeVirtConditionSynchronized, fl, ReasonDeletionBlocked, f.deletionBlocked)
+		case f.deletionErr != nil:
+			set(kvv1.KubeVirtConditionDegraded, t, ReasonDeletionFailed, f.deletionErr.Error())
+			set(kvv1.KubeVirtConditionSynchronized, fl, ReasonDeletionFailed, f.deletionErr.Error())
+		default:
+			set(kvv1.KubeVirtConditionDegraded, fl, ReasonDeletionInProgress, "Removing")
+		}
+		return out
+	}
+	if f.invalid != nil {
+		// Nothing is changed in the cluster; what runs keeps running.
+		avail := f.previouslyAvailable
+		if avail == "" {
+			avail = fl
+		}
+		set(kvv1.KubeVirtConditionAvailable, avail, ReasonInvalidConfiguration, "The control plane was left as it is: "+f.invalid.Error())
+		set(kvv1.KubeVirtConditionProgressing, fl, ReasonInvalidConfiguration, f.invalid.Error())
+		set(kvv1.KubeVirtConditionDegraded, fl, ReasonInvalidConfiguration, f.invalid.Error())
+		set(kvv1.KubeVirtConditionSynchronized, fl, ReasonInvalidConfiguration, f.invalid.Error())
+		set(kvv1.KubeVirtConditionStalled, t, ReasonInvalidConfiguration, f.invalid.Error())
+		return out
+	}
+	set(kvv1.KubeVirtConditionStalled, fl, ReasonNoErrors, "No error needs the user")
+	progressReason, progressMsg := ReasonDeploymentInProgress, "Deploying the KubeVirt control plane"
+	if f.updating {
+		progressReason, progressMsg = ReasonUpdateInProgress, "Updating the KubeVirt control plane"
+	}
+	switch {
+	case f.strategyPending != "":
+		progressReason, progressMsg = ReasonStrategyPending, f.strategyPending
+	case f.waitingOn != "":
+		progressMsg += ": waiting for " + f.waitingOn
+	}
+	switch {
+	case f.ready:
+		set(kvv1.KubeVirtConditionAvailable, t, ReasonAllComponentsReady, "All components are ready")
+		set(kvv1.KubeVirtConditionProgressing, fl, ReasonAllComponentsReady, "All components are ready")
+	case f.updating:
+		// The previous components keep serving while the new ones roll out.
+		set(kvv1.KubeVirtConditionAvailable, t, ReasonUpdateInProgress, "The previous version keeps serving during the update")
+		set(kvv1.KubeVirtConditionProgressing, t, progressReason, progressMsg)
+	default:
+		set(kvv1.KubeVirtConditionAvailable, fl, progressReason, progressMsg)
+		set(kvv1.KubeVirtConditionProgressing, t, progressReason, progressMsg)
+	}
+	switch {
+	case f.strategyFailed != "":
+		set(kvv1.KubeVirtConditionDegraded, t, ReasonStrategyJobFailed, f.strategyFailed)
+		set(kvv1.KubeVirtConditionSynchronized, fl, ReasonStrategyJobFailed, f.strategyFailed)
+	case f.applyErr != nil:
+		set(kvv1.KubeVirtConditionDegraded, t, ReasonDeploymentFailed, f.applyErr.Error())
+		set(kvv1.KubeVirtConditionSynchronized, fl, ReasonDeploymentFailed, f.applyErr.Error())
+	default:
+		set(kvv1.KubeVirtConditionDegraded, fl, ReasonNoErrors, "No component is degraded")
+		if f.created {
+			set(kvv1.KubeVirtConditionSynchronized, t, ReasonSynchronized, "Every object of the install strategy is applied")
+		}
+	}
+	if f.created {
+		set(kvv1.KubeVirtConditionCreated, t, ReasonAllResourcesCreated, "All resources were created")
+	}
+	return out
+}
+
+// phase derives the phase from the facts and conditions.
+func phase(f facts, conds map[kvv1.KubeVirtConditionType]cond) kvv1.KubeVirtPhase {
+	switch {
+	case f.deleted:
+		return kvv1.KubeVirtPhaseDeleted
+	case f.deleting:
+		return kvv1.KubeVirtPhaseDeleting
+	case conds[kvv1.KubeVirtConditionAvailable].status == corev1.ConditionTrue:
+		return kvv1.KubeVirtPhaseDeployed
+	}
+	return kvv1.KubeVirtPhaseDeploying
+}
+
+// mergeConditions writes the computed conditions into the status, keeping
+// the timestamps of conditions whose status, reason and message did not
+// change, so an unchanged pass produces an identical status. Conditions
+// virtop does not compute this pass are left as they are, except those it
+// owns, which are removed when not computed.
+func mergeConditions(existing []kvv1.KubeVirtCondition, computed map[kvv1.KubeVirtConditionType]cond, now metav1.Time) []kvv1.KubeVirtCondition {
+	owned := []kvv1.KubeVirtConditionType{
+		kvv1.KubeVirtConditionAvailable, kvv1.KubeVirtConditionProgressing, kvv1.KubeVirtConditionDegraded,
+		kvv1.KubeVirtConditionCreated, kvv1.KubeVirtConditionSynchronized, kvv1.KubeVirtConditionStalled,
+	}
+	isOwned := map[kvv1.KubeVirtConditionType]bool{}
+	for _, o := range owned {
+		isOwned[o] = true
+	}
+	old := map[kvv1.KubeVirtConditionType]kvv1.KubeVirtCondition{}
+	var out []kvv1.KubeVirtCondition
+	for _, c := range existing {
+		old[c.Type] = c
+		if !isOwned[c.Type] {
+			out = append(out, c)
+		}
+	}
+	for _, typ := range owned {
+		c, ok := computed[typ]
+		if !ok {
+			continue
+		}
+		prev, had := old[typ]
+		if had && prev.Status == c.status && prev.Reason == c.reason && prev.Message == c.message {
+			out = append(out, prev)
+			continue
+		}
+		nc := kvv1.KubeVirtCondition{Type: typ, Status: c.status, Reason: c.reason, Message: c.message, LastProbeTime: now, LastTransitionTime: now}
+		if had && prev.Status == c.status {
+			nc.LastTransitionTime = prev.LastTransitionTime
+		}
+		out = append(out, nc)
+	}
+	return out
+}
+
+func conditionStatus(conds []kvv1.KubeVirtCondition, typ kvv1.KubeVirtConditionType) corev1.ConditionStatus {
+	for _, c := range conds {
+		if c.Type == typ {
+			return c.Status
+		}
+	}
+	return ""
+}
