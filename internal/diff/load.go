@@ -1,0 +1,101 @@
+// Package diff compares two install strategies object by object: which
+// objects one has and the other lacks, and for objects both have, which
+// fields differ. PrometheusRules are compared alert by alert and recording
+// rule by recording rule as well.
+//
+// An operand is a dump (a multi-document YAML stream or a JSON List), a
+// strategy ConfigMap written by virtop or by upstream KubeVirt's operator,
+// or version:<tag>, which is rendered in process.
+package diff
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/virtop-dev/virtop/internal/components"
+	"github.com/virtop-dev/virtop/internal/strategy"
+)
+
+// VersionPrefix marks an operand rendered in process: version:v1.5.3.
+const VersionPrefix = "version:"
+
+// RenderFunc renders the strategy of a KubeVirt version.
+type RenderFunc func(version string) (*strategy.Strategy, error)
+
+// Load reads one operand into its objects. A version:<tag> operand is
+// rendered by render; any other operand names a file. A file holding exactly
+// one ConfigMap labelled kubevirt.io/install-strategy (virtop's, or
+// upstream's, gzip+base64-encoded or plain) gives the objects of the
+// strategy it carries; any other file is read as a YAML stream or JSON List
+// of objects.
+func Load(operand string, render RenderFunc) ([]client.Object, error) {
+	if v, ok := strings.CutPrefix(operand, VersionPrefix); ok {
+		if v == "" {
+			return nil, fmt.Errorf("operand %q names no version (want version:<tag>, for example version:v1.5.3)", operand)
+		}
+		if render == nil {
+			return nil, fmt.Errorf("operand %q: cannot render versions here", operand)
+		}
+		s, err := render(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", operand, err)
+		}
+		return checkOperand(operand, s.Objects)
+	}
+	if operand == "" {
+		return nil, fmt.Errorf("empty operand (want a file or version:<tag>)")
+	}
+	data, err := os.ReadFile(operand)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := strategy.DecodeManifests(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", operand, err)
+	}
+	var cms []*corev1.ConfigMap
+	for _, o := range objs {
+		if cm, ok := o.(*corev1.ConfigMap); ok && isStrategyConfigMap(cm) {
+			cms = append(cms, cm)
+		}
+	}
+	switch {
+	case len(cms) == 1 && len(objs) == 1:
+		s, err := strategy.FromConfigMap(cms[0])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", operand, err)
+		}
+		return checkOperand(operand, s.Objects)
+	case len(cms) > 0:
+		// A list of several strategy ConfigMaps (kubectl get -l ...), or one
+		// mixed with other objects: which strategy was meant is a guess.
+		return nil, fmt.Errorf("%s: holds %d install-strategy ConfigMaps among %d objects; give a file with exactly one ConfigMap, or a dump", operand, len(cms), len(objs))
+	}
+	return checkOperand(operand, objs)
+}
+
+func isStrategyConfigMap(cm *corev1.ConfigMap) bool {
+	_, ok := cm.Labels[components.InstallStrategyLabel]
+	return ok
+}
+
+// checkOperand refuses operands that cannot be compared object by object:
+// no objects at all (most often a failed redirect), or one key twice.
+func checkOperand(operand string, objs []client.Object) ([]client.Object, error) {
+	if len(objs) == 0 {
+		return nil, fmt.Errorf("%s: holds no objects", operand)
+	}
+	seen := make(map[strategy.Key]bool, len(objs))
+	for _, o := range objs {
+		k := strategy.KeyOf(o)
+		if seen[k] {
+			return nil, fmt.Errorf("%s: %s appears twice", operand, k)
+		}
+		seen[k] = true
+	}
+	return objs, nil
+}
