@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -40,6 +41,30 @@ type Options struct {
 	Namespace string
 	// RunbookURLTemplate has exactly one %s, replaced by the alert name.
 	RunbookURLTemplate string
+	// Alerts tunes built-in alerts by name (the KubeVirtMonitoring
+	// resource's per-alert settings). An unknown alert or parameter, a bad
+	// severity or duration is an error that names it.
+	Alerts map[string]AlertTuning
+	// AdditionalGroups are the user's own rule groups, rendered after
+	// virtop's, unchanged. Their names must not be virtop's; their
+	// expressions must parse.
+	AdditionalGroups []monitoringv1.RuleGroup
+}
+
+// AlertTuning changes one alert. Zero values keep the built-in setting.
+type AlertTuning struct {
+	// Disabled leaves the alert out.
+	Disabled bool
+	Severity Severity
+	// For replaces the alert's "for" (a Prometheus duration; "0s" fires
+	// at once).
+	For string
+	// Labels are added to the alert's labels; they cannot replace the
+	// labels virtop sets (severity, operator_health_impact,
+	// kubernetes_operator_*), which have their own settings.
+	Labels map[string]string
+	// Parameters override declared parameters by name.
+	Parameters map[string]string
 }
 
 // Render renders a rule set into a PrometheusRule spec.
@@ -66,6 +91,9 @@ func RenderSet(set RuleSet, opts Options) (*monitoringv1.PrometheusRuleSpec, err
 	if err := set.Validate(); err != nil {
 		return nil, err
 	}
+	if err := checkTuning(set, opts.Alerts); err != nil {
+		return nil, err
+	}
 
 	var recs []monitoringv1.Rule
 	for _, r := range set.RecordingRules {
@@ -84,7 +112,26 @@ func RenderSet(set RuleSet, opts Options) (*monitoringv1.PrometheusRuleSpec, err
 
 	var alerts []monitoringv1.Rule
 	for _, a := range set.Alerts {
-		alerts = append(alerts, renderAlert(a, a.Defaults(), opts))
+		tune := opts.Alerts[a.Name]
+		if tune.Disabled {
+			continue
+		}
+		p := a.Defaults()
+		for k, v := range tune.Parameters {
+			p[k] = v
+		}
+		r := renderAlert(a, p, opts)
+		if tune.Severity != "" {
+			r.Labels[LabelSeverity] = string(tune.Severity)
+		}
+		if tune.For != "" {
+			d := monitoringv1.Duration(tune.For)
+			r.For = &d
+		}
+		for k, v := range tune.Labels {
+			r.Labels[k] = v
+		}
+		alerts = append(alerts, r)
 	}
 	sort.SliceStable(alerts, func(i, j int) bool {
 		if alerts[i].Alert != alerts[j].Alert {
@@ -103,7 +150,79 @@ func RenderSet(set RuleSet, opts Options) (*monitoringv1.PrometheusRuleSpec, err
 	if len(spec.Groups) == 0 {
 		return nil, fmt.Errorf("rules: rule set %s has no rules", set.Name)
 	}
+	for _, g := range spec.Groups {
+		for _, r := range g.Rules {
+			if _, err := ParseExpr(r.Expr.String()); err != nil {
+				return nil, fmt.Errorf("rules: %s %s%s: expression does not parse: %w", g.Name, r.Alert, r.Record, err)
+			}
+		}
+	}
+	for _, g := range opts.AdditionalGroups {
+		if g.Name == RecordingRulesGroup || g.Name == AlertsGroup {
+			return nil, fmt.Errorf("rules: additional group %q has the name of one of virtop's groups", g.Name)
+		}
+		for i, r := range g.Rules {
+			if _, err := ParseExpr(r.Expr.String()); err != nil {
+				return nil, fmt.Errorf("rules: additional group %s rule %d (%s%s): expression does not parse: %w", g.Name, i, r.Alert, r.Record, err)
+			}
+		}
+		spec.Groups = append(spec.Groups, *g.DeepCopy())
+	}
 	return spec, nil
+}
+
+// reservedLabels are set by virtop on every alert; tuning changes severity
+// through its own field and cannot change the others.
+var reservedLabels = map[string]bool{
+	"alertname": true, LabelSeverity: true, LabelOperatorHealthImpact: true, LabelPartOf: true, LabelComponent: true,
+}
+
+// paramValueRE: parameter values are PromQL number literals.
+var paramValueRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+
+// checkTuning validates per-alert tuning against the set; errors name the
+// alert and the setting.
+func checkTuning(set RuleSet, tuning map[string]AlertTuning) error {
+	names := make([]string, 0, len(tuning))
+	for n := range tuning {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t := tuning[name]
+		a, ok := set.Alert(name)
+		if !ok {
+			return fmt.Errorf("rules: tuning names unknown alert %q (rule set %s has %s)", name, set.Name, strings.Join(set.AlertNames(), ", "))
+		}
+		if t.Severity != "" && !t.Severity.valid() {
+			return fmt.Errorf("rules: alert %s: unknown severity %q (critical, warning or info)", name, t.Severity)
+		}
+		if t.For != "" && !durationRE.MatchString(t.For) {
+			return fmt.Errorf("rules: alert %s: bad for %q (a Prometheus duration such as 10m)", name, t.For)
+		}
+		for l := range t.Labels {
+			if !labelNameRE.MatchString(l) {
+				return fmt.Errorf("rules: alert %s: bad label name %q", name, l)
+			}
+			if reservedLabels[l] {
+				return fmt.Errorf("rules: alert %s: label %s is set by virtop and cannot be overridden", name, l)
+			}
+		}
+		declared := a.Defaults()
+		for p, v := range t.Parameters {
+			if _, ok := declared[p]; !ok {
+				var have []string
+				for _, d := range a.Parameters {
+					have = append(have, d.Name)
+				}
+				return fmt.Errorf("rules: alert %s has no parameter %q (declared: %s)", name, p, strings.Join(have, ", "))
+			}
+			if !paramValueRE.MatchString(v) && !durationRE.MatchString(v) || v == "" {
+				return fmt.Errorf("rules: alert %s: parameter %s: %q is neither a number nor a duration", name, p, v)
+			}
+		}
+	}
+	return nil
 }
 
 func renderAlert(a Alert, p Params, opts Options) monitoringv1.Rule {

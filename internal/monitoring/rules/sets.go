@@ -5,12 +5,48 @@ import (
 	"sort"
 )
 
-// ruleSets maps a rule set name (catalog.Release.RuleSet) to its
-// definition. A constructor, not a value: every lookup gets fresh slices and
+// version holds what differs between the releases' rule sets.
+type version struct {
+	name string
+	// restErrorsHigh: the four *RESTErrorsHigh alerts (v1.5.0, v1.5.1;
+	// removed in v1.5.2 by upstream commit c1d7af2f71).
+	restErrorsHigh bool
+	// oldVMCannotBeEvicted: VMCannotBeEvicted without the join on running
+	// VMIs (v1.5.0, v1.5.1; fixed in v1.5.2 by commit 4b40cff116).
+	oldVMCannotBeEvicted bool
+}
+
+var versions = map[string]version{
+	"v1.5.3": {name: "v1.5.3"},
+	"v1.5.0": {name: "v1.5.0", restErrorsHigh: true, oldVMCannotBeEvicted: true},
+}
+
+// build assembles a release's rule set. The recording rules are the same
+// in v1.5.0 and v1.5.3 (upstream's recordingrules/ did not change between
+// them). A constructor, not a value: every lookup gets fresh slices and
 // maps, so a caller that tunes a set cannot change another's.
-var ruleSets = map[string]func() RuleSet{
-	"v1.5.3": ruleSetV153,
-	"v1.5.0": ruleSetV150,
+func build(v version) RuleSet {
+	return RuleSet{
+		Name: v.name,
+		RecordingRules: concat(
+			apiRecordingRules(),
+			nodeRecordingRules(),
+			operatorRecordingRules(),
+			virtRecordingRules(),
+			vmRecordingRules(),
+			vmiRecordingRules(),
+			vmsnapshotRecordingRules(),
+		),
+		Alerts: concat(
+			systemAlerts(v),
+			virtAPIAlerts(v),
+			virtControllerAlerts(v),
+			virtHandlerAlerts(v),
+			virtOperatorAlerts(v),
+			vmsAlerts(v),
+			controlPlaneAlerts(v),
+		),
+	}
 }
 
 // UnknownRuleSetError says no rule set has that name.
@@ -23,46 +59,24 @@ func (e *UnknownRuleSetError) Error() string {
 	return fmt.Sprintf("unknown rule set %q (have %v)", e.Name, e.Have)
 }
 
-// Lookup returns a rule set by name.
+// Lookup returns a rule set by name (catalog.Release.RuleSet, which is the
+// KubeVirt version).
 func Lookup(name string) (RuleSet, error) {
-	mk, ok := ruleSets[name]
+	v, ok := versions[name]
 	if !ok {
 		return RuleSet{}, &UnknownRuleSetError{Name: name, Have: Names()}
 	}
-	return mk(), nil
+	return build(v), nil
 }
 
 // Names lists the known rule sets, sorted.
 func Names() []string {
-	out := make([]string, 0, len(ruleSets))
-	for n := range ruleSets {
+	out := make([]string, 0, len(versions))
+	for n := range versions {
 		out = append(out, n)
 	}
 	sort.Strings(out)
 	return out
-}
-
-// ruleSetV153 is KubeVirt v1.5.3's rule set. So far it holds the control
-// plane's up/ready recording rules and the VirtAPIDown and
-// VirtControllerDown alerts; the rest of the 21 recording rules and 23
-// alerts come with the rules issue.
-func ruleSetV153() RuleSet {
-	return RuleSet{
-		Name:           "v1.5.3",
-		RecordingRules: virtRecordingRules(),
-		Alerts:         concat(virtAPIAlerts(), virtControllerAlerts()),
-	}
-}
-
-// ruleSetV150 is KubeVirt v1.5.0's rule set. It differs from v1.5.3 (27
-// alerts: the *RESTErrorsHigh alerts and the older VMCannotBeEvicted), but
-// the alerts defined so far are the same in both.
-func ruleSetV150() RuleSet {
-	return RuleSet{
-		Name:           "v1.5.0",
-		RecordingRules: virtRecordingRules(),
-		Alerts:         concat(virtAPIAlerts(), virtControllerAlerts()),
-	}
 }
 
 func concat[T any](lists ...[]T) []T {
