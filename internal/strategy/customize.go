@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -87,6 +88,12 @@ func applyPatch(o client.Object, p config.Patch) (client.Object, error) {
 		pj, err := yaml.YAMLToJSON([]byte(p.Patch))
 		if err != nil {
 			return nil, fmt.Errorf("decode strategic merge patch: %w", err)
+		}
+		if _, isU := o.(*unstructured.Unstructured); isU {
+			// Kinds without Go types have no patch strategy; like kubectl
+			// for custom resources, merge them as a JSON merge patch.
+			patched, err = jsonpatch.MergePatch(orig, pj)
+			break
 		}
 		patched, err = strategicpatch.StrategicMergePatch(orig, pj, o)
 		if err != nil {

@@ -193,3 +193,11 @@ func TestEveryObjectStamped(t *testing.T) {
 		}
 	}
 }
+
+func generateErr(kv *kvv1.KubeVirt) (*Strategy, error) {
+	cfg, err := config.FromKubeVirt(kv, config.Settings{})
+	if err != nil {
+		return nil, err
+	}
+	return Generate(cfg)
+}
