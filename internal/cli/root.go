@@ -5,6 +5,7 @@ package cli
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 
@@ -67,4 +68,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "Error:", err)
 	return 2
+}
+
+// addGoFlags adds flags that a library binds to a standard library flag
+// set.
+func addGoFlags(cmd *cobra.Command, bind func(*flag.FlagSet)) {
+	fs := flag.NewFlagSet(cmd.Name(), flag.ContinueOnError)
+	bind(fs)
+	cmd.Flags().AddGoFlagSet(fs)
 }

@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/operator"
+)
+
+func init() { register(newOperatorCommand) }
+
+func newOperatorCommand() *cobra.Command {
+	var (
+		opts       operator.Options
+		kubeconfig string
+		zapOpts    zap.Options
+	)
+	cmd := &cobra.Command{
+		Use:   "operator",
+		Short: "Run the operator: reconcile the KubeVirt resource into a running control plane",
+		Long: `Run the controller that installs, keeps, upgrades and removes the KubeVirt
+control plane for the KubeVirt resource in --namespace.
+
+In a cluster it runs as the Deployment virt-operator; on a local cluster
+'virtop up' starts it as a host process.`,
+		Example: `  # against the cluster of a kubeconfig, without leader election
+  virtop operator --kubeconfig ~/.kube/config --namespace kubevirt
+
+  # in a cluster, two replicas
+  virtop operator --namespace kubevirt --leader-elect`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+			rules := clientcmd.NewDefaultClientConfigLoadingRules()
+			if kubeconfig != "" {
+				rules.ExplicitPath = kubeconfig
+			}
+			restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+			if err != nil {
+				return fmt.Errorf("load kubeconfig: %w", err)
+			}
+			restCfg.UserAgent = "virtop"
+			// The client's default limits (5 QPS) make a fresh install of
+			// ~200 objects take minutes; these stay polite to the server.
+			restCfg.QPS, restCfg.Burst = 50, 100
+			mgr, err := operator.New(restCfg, opts)
+			if err != nil {
+				return err
+			}
+			return mgr.Start(ctrl.SetupSignalHandler())
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, then $KUBECONFIG and ~/.kube/config)")
+	fs.StringVar(&opts.Namespace, "namespace", config.DefaultNamespace, "install namespace: where the operator and the KubeVirt resource live")
+	fs.BoolVar(&opts.LeaderElect, "leader-elect", false, "elect a leader among operator replicas (Lease virt-operator)")
+	fs.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8443", "address of the HTTPS metrics endpoint; 0 disables it")
+	fs.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; 0 disables them")
+	fs.StringVar(&opts.StrategyImage, "strategy-image", "", "virtop image whose catalog renders versions outside this operator's catalog (dump-install-strategy Job)")
+	fs.StringVar(&opts.RunbookURLTemplate, "runbook-url-template", config.DefaultRunbookURLTemplate, "runbook URL of each alert; %s is the alert name")
+	fs.StringSliceVar(&opts.CatalogVersions, "catalog-versions", nil, "render only these catalog versions in process (plays an older operator)")
+	fs.StringVar(&opts.DefaultVersion, "default-version", "", "KubeVirt version installed when the resource names none (default: the catalog default)")
+	addGoFlags(cmd, zapOpts.BindFlags)
+	return cmd
+}

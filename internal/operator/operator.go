@@ -1,0 +1,274 @@
+// Package operator wires the KubeVirt reconciler into a controller-runtime
+// manager: caches scoped by label, watches that map every relevant event to
+// the served KubeVirt resource, leader election, metrics and probes.
+package operator
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/apply"
+	"github.com/virtop-dev/virtop/internal/capability"
+	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/components"
+	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/controller"
+	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/version"
+)
+
+// Options are the operator's settings (the flags of `virtop operator`).
+type Options struct {
+	Namespace              string
+	LeaderElect            bool
+	MetricsBindAddress     string
+	HealthProbeBindAddress string
+	// StrategyImage renders versions outside the catalog in a Job.
+	StrategyImage      string
+	RunbookURLTemplate string
+	// CatalogVersions limits the in-process catalog (plays an older
+	// operator); empty means every builtin version.
+	CatalogVersions []string
+	// DefaultVersion when the KubeVirt resource names none.
+	DefaultVersion string
+}
+
+// LeaseName is the leader-election Lease, as upstream's operator names it,
+// so an upstream operator and virtop never lead at the same time.
+const LeaseName = "virt-operator"
+
+// Leader election rides out a 20-second API server outage: the leader keeps
+// retrying to renew for 40 seconds before it gives up.
+var (
+	leaseDuration = 60 * time.Second
+	renewDeadline = 40 * time.Second
+	retryPeriod   = 5 * time.Second
+)
+
+// managedWatches are the kinds every cluster serves that virtop creates;
+// their events wake the reconciler. Optional kinds (monitoring, OpenShift,
+// instancetypes) are corrected on the next pass.
+var managedWatches = []schema.GroupVersionKind{
+	{Group: "apps", Version: "v1", Kind: "Deployment"},
+	{Group: "apps", Version: "v1", Kind: "DaemonSet"},
+	{Version: "v1", Kind: "Service"},
+	{Version: "v1", Kind: "ServiceAccount"},
+	{Version: "v1", Kind: "Secret"},
+	{Version: "v1", Kind: "ConfigMap"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"},
+	{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
+	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingWebhookConfiguration"},
+	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "MutatingWebhookConfiguration"},
+	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicy"},
+	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicyBinding"},
+	{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"},
+	{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"},
+}
+
+// New builds the manager with the reconciler registered.
+func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
+	if opts.Namespace == "" {
+		return nil, fmt.Errorf("--namespace is required")
+	}
+	cat := catalog.Builtin()
+	if len(opts.CatalogVersions) > 0 {
+		var err error
+		if cat, err = cat.Restrict(opts.CatalogVersions); err != nil {
+			return nil, err
+		}
+	}
+	managed := labels.SelectorFromSet(labels.Set{components.ManagedByLabel: components.ManagedByValue})
+	crdMeta := &metav1.PartialObjectMetadata{}
+	crdMeta.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	nodeMeta := &metav1.PartialObjectMetadata{}
+	nodeMeta.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Node"})
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme.Scheme,
+		Cache: cache.Options{
+			// Only what virtop created is cached, whatever the size of the
+			// cluster; the exceptions are listed.
+			DefaultLabelSelector: managed,
+			ByObject: map[client.Object]cache.ByObject{
+				&kvv1.KubeVirt{}: {Label: labels.Everything()},
+				crdMeta:          {Label: labels.Everything()},
+				nodeMeta:         {Label: labels.Everything()},
+			},
+		},
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress, SecureServing: opts.MetricsBindAddress != "0"},
+		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
+		LeaderElection:                opts.LeaderElect,
+		LeaderElectionID:              LeaseName,
+		LeaderElectionNamespace:       opts.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &leaseDuration,
+		RenewDeadline:                 &renewDeadline,
+		RetryPeriod:                   &retryPeriod,
+	})
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r := &controller.Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Settings: config.Settings{
+			Namespace:          opts.Namespace,
+			DefaultVersion:     opts.DefaultVersion,
+			RunbookURLTemplate: opts.RunbookURLTemplate,
+		},
+		Catalog: cat,
+		Applier: apply.New(mgr.GetClient()),
+		Capabilities: &capability.Reader{
+			Cache:     mgr.GetClient(),
+			APIReader: mgr.GetAPIReader(),
+			Clientset: cs,
+			Clock:     clock.RealClock{},
+		},
+		Recorder:        mgr.GetEventRecorder("virtop"),
+		OperatorVersion: version.Version,
+		Clock:           clock.RealClock{},
+	}
+	if err := setupController(mgr, r, opts.Namespace); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("caches", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return fmt.Errorf("caches not synced")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	// Report readiness and leadership as upstream's operator metrics do.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if mgr.GetCache().WaitForCacheSync(ctx) {
+			controller.SetOperatorReady(true)
+		}
+		<-ctx.Done()
+		controller.SetOperatorReady(false)
+		return nil
+	})); err != nil {
+		return nil, err
+	}
+	go func() {
+		<-mgr.Elected()
+		controller.SetOperatorLeading(true)
+	}()
+	return mgr, nil
+}
+
+func setupController(mgr manager.Manager, r *controller.Reconciler, namespace string) error {
+	// Every event of a managed object wakes the served KubeVirt resource.
+	toKubeVirt := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var list kvv1.KubeVirtList
+		if err := mgr.GetClient().List(ctx, &list, client.InNamespace(namespace)); err != nil {
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for _, kv := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&kv)})
+		}
+		return reqs
+	})
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("kubevirt").
+		For(&kvv1.KubeVirt{}, builder.WithPredicates(specOrLifecycleChanged())).
+		WithOptions(ctrlOptions())
+	for _, gvk := range managedWatches {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		b = b.Watches(u, toKubeVirt)
+	}
+	crdMeta := &metav1.PartialObjectMetadata{}
+	crdMeta.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	nodeMeta := &metav1.PartialObjectMetadata{}
+	nodeMeta.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Node"})
+	b = b.WatchesMetadata(crdMeta, toKubeVirt, builder.WithPredicates(existenceOrVersionChanged())).
+		WatchesMetadata(nodeMeta, toKubeVirt, builder.WithPredicates(existenceChanged()))
+	return b.Complete(r)
+}
+
+// specOrLifecycleChanged passes KubeVirt updates that change the spec,
+// labels, annotations, finalizers or deletion, not virtop's own status
+// writes.
+func specOrLifecycleChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld, e.ObjectNew
+		return o.GetGeneration() != n.GetGeneration() ||
+			!ptr.Equal(o.GetDeletionTimestamp(), n.GetDeletionTimestamp()) ||
+			len(o.GetFinalizers()) != len(n.GetFinalizers()) ||
+			!equalMaps(o.GetLabels(), n.GetLabels()) || !equalMaps(o.GetAnnotations(), n.GetAnnotations())
+	}}
+}
+
+// existenceOrVersionChanged passes CRD creation, deletion and changes of the
+// spec (served versions) or of the terminating state; the capability reader
+// then reads the CRD in full.
+func existenceOrVersionChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
+			!ptr.Equal(e.ObjectOld.GetDeletionTimestamp(), e.ObjectNew.GetDeletionTimestamp()) ||
+			e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion() && isGated(e.ObjectNew.GetName())
+	}}
+}
+
+func isGated(crdName string) bool {
+	for _, g := range capability.GatedAPIs {
+		gv, res, _ := g.IsAPI()
+		if group, _, ok := strings.Cut(gv, "/"); ok && res+"."+group == crdName {
+			return true
+		}
+	}
+	return false
+}
+
+// existenceChanged passes creations and deletions only (node counts).
+func existenceChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if bv, ok := b[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
+}

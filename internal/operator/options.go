@@ -1,0 +1,18 @@
+package operator
+
+import (
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// ctrlOptions: one worker (there is one KubeVirt resource), and a rate
+// limiter that backs off failing passes from 1 second to 5 minutes.
+func ctrlOptions() controller.Options {
+	return controller.Options{
+		MaxConcurrentReconciles: 1,
+		RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, 5*time.Minute),
+	}
+}
