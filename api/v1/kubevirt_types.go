@@ -213,6 +213,7 @@ type NodePlacement struct {
 	// +optional
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.effect) || t.effect in ['', 'NoSchedule', 'PreferNoSchedule', 'NoExecute'])",message="toleration effect must be one of NoSchedule, PreferNoSchedule, NoExecute"
 	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator in ['', 'Exists', 'Equal'])",message="toleration operator must be Exists or Equal"
 	// +optional

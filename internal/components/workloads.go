@@ -161,7 +161,7 @@ func workloadSpecs(c *config.DeploymentConfig) []workloadSpec {
 				Image:   c.Image(VirtAPI),
 				Command: []string{VirtAPI},
 				Args:    []string{"--port", port, "--console-server-port", "8186", "--subresources-only", "-v", workloadVerbosity},
-				Ports:   workloadPorts(VirtAPI, "metrics"),
+				Ports:   workloadPorts("metrics"),
 				ReadinessProbe: workloadProbe("/apis/subresources.kubevirt.io/v1/healthz", probeTiming{
 					delay: 15, period: 10,
 				}),
@@ -247,7 +247,7 @@ func workloadSpecs(c *config.DeploymentConfig) []workloadSpec {
 				// Upstream puts the flags in the command and sets no args.
 				Image:          c.Image(VirtExportProxy),
 				Command:        []string{VirtExportProxy, "--port", port, "-v", workloadVerbosity},
-				Ports:          workloadPorts("exportproxy", "metrics"),
+				Ports:          workloadPorts("metrics"),
 				ReadinessProbe: workloadProbe("/healthz", probeTiming{delay: 15, period: 10}),
 				Resources:      workloadRequests("5m", "150Mi"),
 			},
@@ -556,8 +556,13 @@ func workloadProbe(path string, t probeTiming) *corev1.Probe {
 	}
 }
 
-// workloadPorts names TCP ports that all are the component port, as
-// upstream serves its API and metrics on one port.
+// workloadPorts names the component port. Upstream serves API and metrics
+// on one port and declares it twice for virt-api ("virt-api" and "metrics")
+// and virt-exportproxy ("exportproxy" and "metrics"); server-side apply
+// refuses two container ports with the same number and protocol (they are
+// the list's merge key), so virtop declares it once, as "metrics", the name
+// the metrics Service targets. The virt-api and virt-exportproxy Services
+// target the port by number, so nothing else changes.
 func workloadPorts(names ...string) []corev1.ContainerPort {
 	out := make([]corev1.ContainerPort, 0, len(names))
 	for _, n := range names {

@@ -110,7 +110,7 @@ func TestWorkloadFacts(t *testing.T) {
 			image:     "quay.io/kubevirt/virt-api:v1.5.3",
 			command:   []string{"virt-api"},
 			args:      []string{"--port", "8443", "--console-server-port", "8186", "--subresources-only", "-v", "2"},
-			ports:     []string{"virt-api:8443", "metrics:8443"},
+			ports:     []string{"metrics:8443"},
 			readiness: &probeFact{path: "/apis/subresources.kubevirt.io/v1/healthz", delay: 15, period: 10},
 			cpu:       "5m", mem: "500Mi",
 			certs: map[string]string{
@@ -163,7 +163,7 @@ func TestWorkloadFacts(t *testing.T) {
 			sa: "kubevirt-exportproxy", scc: "restricted-v2", container: "exportproxy",
 			image:     "quay.io/kubevirt/virt-exportproxy:v1.5.3",
 			command:   []string{"virt-exportproxy", "--port", "8443", "-v", "2"},
-			ports:     []string{"exportproxy:8443", "metrics:8443"},
+			ports:     []string{"metrics:8443"},
 			readiness: &probeFact{path: "/healthz", delay: 15, period: 10},
 			cpu:       "5m", mem: "150Mi",
 			certs:   map[string]string{"kubevirt-exportproxy-certs": "/etc/virt-exportproxy/certificates"},
