@@ -1,10 +1,18 @@
 package components
 
 import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+	"sync"
+
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
@@ -253,22 +261,82 @@ var crdTable = []crdDef{
 	},
 }
 
-// crdSchema returns the OpenAPI schema of one version of a kind. It is the
-// single place schemas come from: for now every version gets an open
-// schema; generating the real per-kind schemas from the kubevirt.io/api
-// types replaces this body.
-func crdSchema(_ catalog.Release, _ crdDef, _ string) *apiextv1.CustomResourceValidation {
-	return openSchema()
+// crdSchemaFiles holds the OpenAPI v3 schema of each CRD, one file per
+// CRD named <plural>.<group>.yaml. They are generated (`make crd-schemas`,
+// hack/crdschemas) by controller-gen from the typed Go definitions of the
+// published kubevirt.io/api module, the way upstream generates
+// validations_generated.go, and committed.
+//
+//go:embed schemas/*.yaml
+var crdSchemaFiles embed.FS
+
+var (
+	crdSchemasOnce sync.Once
+	crdSchemas     map[string]*apiextv1.JSONSchemaProps
+	crdSchemasErr  error
+)
+
+// loadCRDSchemas parses every embedded schema file once; crdSchema hands
+// out deep copies.
+func loadCRDSchemas() (map[string]*apiextv1.JSONSchemaProps, error) {
+	crdSchemasOnce.Do(func() {
+		files, err := fs.Glob(crdSchemaFiles, "schemas/*.yaml")
+		if err != nil {
+			crdSchemasErr = err
+			return
+		}
+		m := make(map[string]*apiextv1.JSONSchemaProps, len(files))
+		for _, f := range files {
+			data, err := crdSchemaFiles.ReadFile(f)
+			if err != nil {
+				crdSchemasErr = err
+				return
+			}
+			s := &apiextv1.JSONSchemaProps{}
+			if err := yaml.UnmarshalStrict(data, s); err != nil {
+				crdSchemasErr = fmt.Errorf("%s: %w", f, err)
+				return
+			}
+			m[strings.TrimSuffix(path.Base(f), ".yaml")] = s
+		}
+		crdSchemas = m
+	})
+	return crdSchemas, crdSchemasErr
 }
 
-// openSchema accepts any object and keeps every field.
-func openSchema() *apiextv1.CustomResourceValidation {
-	return &apiextv1.CustomResourceValidation{
-		OpenAPIV3Schema: &apiextv1.JSONSchemaProps{
-			Type:                   "object",
-			XPreserveUnknownFields: ptr.To(true),
-		},
+// crdSchema returns the OpenAPI schema of one version of a kind: the
+// structural schema generated from the kubevirt.io/api Go types of the
+// kind's storage version.
+//
+// Every served version gets the storage version's schema, as upstream does
+// (patchValidationForAllVersions applies one schema per kind). The versions
+// convert with strategy None, so an object has one shape in every version;
+// a narrower schema for an older version (instancetype v1alpha1/v1alpha2,
+// snapshot v1alpha1 lack fields v1beta1 has) would prune the newer fields of
+// stored objects read or written through that version and lose them on the
+// next update. kubevirt.io v1alpha3 has no Go package of its own; it is the
+// v1 types under another name.
+//
+// Known approximation: both catalog releases (v1.5.0 and v1.5.3) get the
+// schemas of kubevirt.io/api v1.5.0, because the Go module proxy does not
+// serve kubevirt.io/api@v1.5.3. crds_schema_test.go compares the result
+// with upstream v1.5.3's validations_generated.go: descriptions aside they
+// are equal except for fields v1.5.x patch releases added (devices.tpm.enabled,
+// devices.watchdog.diag288, preference devices.preferredTPM.enabled), which
+// the API server therefore prunes from v1.5.3 objects.
+//
+// A missing or unparsable schema file is a build defect (the files are
+// embedded and tested), so it panics rather than render an open schema.
+func crdSchema(_ catalog.Release, d crdDef, _ string) *apiextv1.CustomResourceValidation {
+	schemas, err := loadCRDSchemas()
+	if err != nil {
+		panic(fmt.Sprintf("components: embedded CRD schemas: %v", err))
 	}
+	s, ok := schemas[d.plural+"."+d.group]
+	if !ok {
+		panic(fmt.Sprintf("components: no embedded schema for CRD %s.%s (run make crd-schemas)", d.plural, d.group))
+	}
+	return &apiextv1.CustomResourceValidation{OpenAPIV3Schema: s.DeepCopy()}
 }
 
 // crdReleaseChanges adjusts a table row for a catalog release whose CRDs
