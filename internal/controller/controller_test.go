@@ -1,0 +1,356 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/components"
+	"github.com/virtop-dev/virtop/internal/localcluster"
+	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	log.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	os.Exit(testenv.Main(m, testenv.Options{Monitoring: true, Scheme: scheme.New()}))
+}
+
+// wait polls cond every 250 ms up to a generous bound.
+func wait(t *testing.T, what string, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		last = why
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
+}
+
+// startOperator runs the operator in-process for namespace ns until the test
+// ends.
+func startOperator(t *testing.T, env *testenv.Env, ns string, mutate func(*operator.Options)) {
+	t.Helper()
+	opts := operator.Options{Namespace: ns, MetricsBindAddress: "0", HealthProbeBindAddress: "0"}
+	if mutate != nil {
+		mutate(&opts)
+	}
+	mgr, err := operator.New(env.Config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("operator exited with %v", err)
+		}
+	})
+}
+
+// readinessFaker plays kube-controller-manager: it marks every Deployment
+// and DaemonSet of the namespace ready, writing only those not ready yet.
+func readinessFaker(t *testing.T, c client.Client, ns string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		for ctx.Err() == nil {
+			var ds appsv1.DeploymentList
+			if err := c.List(ctx, &ds, client.InNamespace(ns)); err == nil {
+				for i := range ds.Items {
+					d := &ds.Items[i]
+					if !deploymentReady(d) {
+						_ = testenv.MarkDeploymentReady(ctx, c, client.ObjectKeyFromObject(d))
+					}
+				}
+			}
+			var dss appsv1.DaemonSetList
+			if err := c.List(ctx, &dss, client.InNamespace(ns)); err == nil {
+				for i := range dss.Items {
+					d := &dss.Items[i]
+					if d.Status.ObservedGeneration != d.Generation || d.Status.NumberReady == 0 || d.Status.UpdatedNumberScheduled != d.Status.DesiredNumberScheduled {
+						_ = testenv.MarkDaemonSetReady(ctx, c, client.ObjectKeyFromObject(d), 1)
+					}
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+}
+
+func deploymentReady(d *appsv1.Deployment) bool {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	st := d.Status
+	return st.ObservedGeneration == d.Generation && st.UpdatedReplicas == want && st.AvailableReplicas == want && st.Replicas == want
+}
+
+func newKubeVirt(t *testing.T, ns string, mutate func(*kvv1.KubeVirt)) *kvv1.KubeVirt {
+	t.Helper()
+	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}
+	if mutate != nil {
+		mutate(kv)
+	}
+	if err := localcluster.Prepare(kv); err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+func condition(kv *kvv1.KubeVirt, typ kvv1.KubeVirtConditionType) kvv1.KubeVirtCondition {
+	for _, c := range kv.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return kvv1.KubeVirtCondition{}
+}
+
+func waitAvailable(t *testing.T, c client.Client, key types.NamespacedName) *kvv1.KubeVirt {
+	t.Helper()
+	kv := &kvv1.KubeVirt{}
+	wait(t, "Available=True", 3*time.Minute, func() (bool, string) {
+		if err := c.Get(context.Background(), key, kv); err != nil {
+			return false, err.Error()
+		}
+		a := condition(kv, kvv1.KubeVirtConditionAvailable)
+		p := condition(kv, kvv1.KubeVirtConditionProgressing)
+		return a.Status == corev1.ConditionTrue && p.Status == corev1.ConditionFalse,
+			fmt.Sprintf("phase %s, Available %s (%s), Progressing %s: %s", kv.Status.Phase, a.Status, a.Message, p.Status, p.Message)
+	})
+	return kv
+}
+
+// managedVersions returns the resourceVersion of every object virtop
+// manages in the namespace, and of its cluster-scoped ones.
+func managedVersions(t *testing.T, c client.Client) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, kind := range []string{"DeploymentList", "DaemonSetList", "ServiceList", "ServiceAccountList", "SecretList", "ConfigMapList"} {
+		group := ""
+		if strings.HasPrefix(kind, "Deployment") || strings.HasPrefix(kind, "DaemonSet") {
+			group = "apps"
+		}
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion(strings.TrimPrefix(group+"/v1", "/"))
+		list.SetKind(kind)
+		if err := c.List(context.Background(), list, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range list.Items {
+			out[kind+"/"+o.GetNamespace()+"/"+o.GetName()] = o.GetResourceVersion()
+		}
+	}
+	for _, gvk := range [][2]string{{"rbac.authorization.k8s.io/v1", "ClusterRoleList"}, {"apiextensions.k8s.io/v1", "CustomResourceDefinitionList"}, {"admissionregistration.k8s.io/v1", "ValidatingWebhookConfigurationList"}} {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion(gvk[0])
+		list.SetKind(gvk[1])
+		if err := c.List(context.Background(), list, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range list.Items {
+			out[gvk[1]+"/"+o.GetName()] = o.GetResourceVersion()
+		}
+	}
+	return out
+}
+
+// TestInstallSteadyStateDriftAndSecond installs the control plane, checks
+// that a steady state writes nothing, that out-of-band changes are
+// restored, and that a second KubeVirt resource is refused.
+func TestInstallSteadyStateDriftAndSecond(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	c := env.Client
+	ctx := context.Background()
+	readinessFaker(t, c, ns)
+	startOperator(t, env, ns, nil)
+	kv := newKubeVirt(t, ns, func(kv *kvv1.KubeVirt) {
+		kv.Spec.Configuration.DeveloperConfiguration = &kvv1.DeveloperConfiguration{FeatureGates: []string{"VMExport"}}
+	})
+	if err := c.Create(ctx, kv); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(kv)
+	kv = waitAvailable(t, c, key)
+	if kv.Status.Phase != kvv1.KubeVirtPhaseDeployed {
+		t.Errorf("phase %s, want Deployed", kv.Status.Phase)
+	}
+	if kv.Status.ObservedDeploymentID == "" || kv.Status.ObservedDeploymentID != kv.Status.TargetDeploymentID {
+		t.Errorf("observed ID %q, target %q", kv.Status.ObservedDeploymentID, kv.Status.TargetDeploymentID)
+	}
+	if kv.Status.ObservedGeneration == nil || *kv.Status.ObservedGeneration != kv.Generation {
+		t.Errorf("observedGeneration %v, generation %d", kv.Status.ObservedGeneration, kv.Generation)
+	}
+	for _, name := range []string{"virt-api", "virt-controller", "virt-exportproxy"} {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &appsv1.Deployment{}); err != nil {
+			t.Errorf("Deployment %s: %v", name, err)
+		}
+	}
+	// APIServices wait for virt-api to really answer, which nothing does here.
+	var apiservices unstructured.UnstructuredList
+	apiservices.SetAPIVersion("apiregistration.k8s.io/v1")
+	apiservices.SetKind("APIServiceList")
+	if err := c.List(ctx, &apiservices, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+		t.Fatal(err)
+	}
+	if len(apiservices.Items) != 0 {
+		t.Errorf("APIServices registered although virt-api does not answer: %d", len(apiservices.Items))
+	}
+
+	t.Run("steady state writes nothing", func(t *testing.T) {
+		before := managedVersions(t, c)
+		kvRV := kv.ResourceVersion
+		time.Sleep(15 * time.Second)
+		after := managedVersions(t, c)
+		for k, v := range before {
+			if after[k] != v {
+				t.Errorf("%s changed in steady state: %s -> %s", k, v, after[k])
+			}
+		}
+		cur := &kvv1.KubeVirt{}
+		if err := c.Get(ctx, key, cur); err != nil {
+			t.Fatal(err)
+		}
+		if cur.ResourceVersion != kvRV {
+			t.Errorf("the KubeVirt resource was written in steady state (%s -> %s)", kvRV, cur.ResourceVersion)
+		}
+	})
+
+	t.Run("deleted Deployment restored", func(t *testing.T) {
+		d := &appsv1.Deployment{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "virt-controller"}, d); err != nil {
+			t.Fatal(err)
+		}
+		uid := d.UID
+		if err := c.Delete(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, "virt-controller re-created", time.Minute, func() (bool, string) {
+			err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "virt-controller"}, d)
+			return err == nil && d.UID != uid, fmt.Sprint(err)
+		})
+	})
+
+	t.Run("edited DaemonSet restored", func(t *testing.T) {
+		ds := &appsv1.DaemonSet{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "virt-handler"}, ds); err != nil {
+			t.Fatal(err)
+		}
+		want := ds.Spec.Template.Spec.Containers[0].Image
+		orig := ds.DeepCopy()
+		ds.Spec.Template.Spec.Containers[0].Image = "example.com/tampered:1"
+		if err := c.Patch(ctx, ds, client.MergeFrom(orig)); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, "virt-handler image restored", time.Minute, func() (bool, string) {
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "virt-handler"}, ds); err != nil {
+				return false, err.Error()
+			}
+			got := ds.Spec.Template.Spec.Containers[0].Image
+			return got == want, got
+		})
+	})
+
+	t.Run("second KubeVirt refused", func(t *testing.T) {
+		second := newKubeVirt(t, ns, nil)
+		second.Name = "second"
+		if err := c.Create(ctx, second); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, "Synchronized=False/ExistingDeployment on the second", time.Minute, func() (bool, string) {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(second), second); err != nil {
+				return false, err.Error()
+			}
+			s := condition(second, kvv1.KubeVirtConditionSynchronized)
+			return s.Status == corev1.ConditionFalse && s.Reason == "ExistingDeployment" && strings.Contains(s.Message, "kubevirt"),
+				fmt.Sprintf("%+v", s)
+		})
+		if err := c.Delete(ctx, second); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("invalid patch named in a condition, control plane untouched", func(t *testing.T) {
+		before := managedVersions(t, c)
+		cur := &kvv1.KubeVirt{}
+		if err := c.Get(ctx, key, cur); err != nil {
+			t.Fatal(err)
+		}
+		orig := cur.DeepCopy()
+		cur.Spec.CustomizeComponents.Patches = append([]kvv1.CustomizeComponentsPatch{{
+			ResourceName: "virt-api", ResourceType: "Deployment", Type: kvv1.JSONPatchType,
+			Patch: `[{"op":"replace","path":"/spec/nothing/here","value":1}]`,
+		}}, cur.Spec.CustomizeComponents.Patches...)
+		if err := c.Patch(ctx, cur, client.MergeFrom(orig)); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, "Stalled=True naming patches[0]", time.Minute, func() (bool, string) {
+			if err := c.Get(ctx, key, cur); err != nil {
+				return false, err.Error()
+			}
+			s := condition(cur, kvv1.KubeVirtConditionStalled)
+			return s.Status == corev1.ConditionTrue && strings.Contains(s.Message, "patches[0]"), fmt.Sprintf("%+v", s)
+		})
+		if a := condition(cur, kvv1.KubeVirtConditionAvailable); a.Status != corev1.ConditionTrue {
+			t.Errorf("Available %s after a bad edit; the running control plane was not touched", a.Status)
+		}
+		if cur.Status.ObservedGeneration == nil || *cur.Status.ObservedGeneration != cur.Generation {
+			t.Errorf("observedGeneration %v should reach %d so GitOps tools report the failure", cur.Status.ObservedGeneration, cur.Generation)
+		}
+		after := managedVersions(t, c)
+		for k, v := range before {
+			if after[k] != v {
+				t.Errorf("%s changed after a bad edit", k)
+			}
+		}
+		// Fix it again.
+		orig = cur.DeepCopy()
+		cur.Spec.CustomizeComponents.Patches = cur.Spec.CustomizeComponents.Patches[1:]
+		if err := c.Patch(ctx, cur, client.MergeFrom(orig)); err != nil {
+			t.Fatal(err)
+		}
+		waitAvailable(t, c, key)
+	})
+
+	t.Run("VMExport off prunes virt-exportproxy", func(t *testing.T) {
+		cur := &kvv1.KubeVirt{}
+		if err := c.Get(ctx, key, cur); err != nil {
+			t.Fatal(err)
+		}
+		orig := cur.DeepCopy()
+		cur.Spec.Configuration.DeveloperConfiguration.FeatureGates = nil
+		if err := c.Patch(ctx, cur, client.MergeFrom(orig)); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, "virt-exportproxy pruned", 2*time.Minute, func() (bool, string) {
+			err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "virt-exportproxy"}, &appsv1.Deployment{})
+			return apierrors.IsNotFound(err), fmt.Sprint(err)
+		})
+		waitAvailable(t, c, key)
+	})
+}
