@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/monitoring/rules"
+	"github.com/virtop-dev/virtop/internal/monitoring/ruletest"
+	"github.com/virtop-dev/virtop/internal/strategy"
+)
+
+func init() { register(newRulesCommand) }
+
+// rulesFlags select the rules to print or test. The monitoring tuning
+// resource (--tuning FILE, a KubeVirtMonitoring) belongs here: it becomes
+// rules.Options.Alerts and AdditionalGroups, applied to both commands.
+type rulesFlags struct {
+	version string
+}
+
+func (f *rulesFlags) bind(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.version, "version", "", "KubeVirt version whose rules to use (default: the catalog default, "+catalog.Default+")")
+}
+
+// release resolves the version to a catalog release.
+func (f *rulesFlags) release() (catalog.Release, error) {
+	v := f.version
+	if v == "" {
+		v = catalog.Default
+	}
+	r, ok := catalog.Lookup(v)
+	if !ok {
+		return catalog.Release{}, fmt.Errorf("version %s is not in virtop's catalog (have %s)", v, strings.Join(catalog.Builtin().Versions(), ", "))
+	}
+	return r, nil
+}
+
+func newRulesCommand() *cobra.Command {
+	var (
+		rf     rulesFlags
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "rules",
+		Short: "Print the PrometheusRule virtop installs for a KubeVirt version",
+		Long: `Print the PrometheusRule prometheus-kubevirt-rules that the install strategy
+of a KubeVirt version contains: KubeVirt's recording rules and alerts for that
+version, plus virtop's KubeVirtControlPlaneDown, for the default install
+namespace and runbook URL template.
+
+"virtop rules test" evaluates rule unit tests against them.`,
+		Example: `  virtop rules
+  virtop rules --version v1.5.0 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := rf.release()
+			if err != nil {
+				return err
+			}
+			pr, err := prometheusRule(r.Version)
+			if err != nil {
+				return err
+			}
+			out, err := printObject(pr, output)
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
+		},
+	}
+	rf.bind(cmd)
+	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
+	cmd.AddCommand(newRulesTestCommand())
+	return cmd
+}
+
+// prometheusRule renders the strategy of a version and returns its
+// PrometheusRule, exactly as the strategy holds it.
+func prometheusRule(version string) (client.Object, error) {
+	f := renderFlags{version: version}
+	s, err := f.generate()
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range s.Objects {
+		if _, ok := o.(*monitoringv1.PrometheusRule); ok {
+			return o, nil
+		}
+	}
+	return nil, fmt.Errorf("the %s strategy holds no PrometheusRule", version)
+}
+
+// printObject prints one object as YAML or JSON (one object, not a List).
+func printObject(o client.Object, format string) ([]byte, error) {
+	y, err := strategy.EncodeObject(o)
+	if err != nil {
+		return nil, err
+	}
+	switch format {
+	case "yaml":
+		return y, nil
+	case "json":
+		j, err := yaml.YAMLToJSON(y)
+		if err != nil {
+			return nil, err
+		}
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, j, "", "  "); err != nil {
+			return nil, err
+		}
+		buf.WriteByte('\n')
+		return buf.Bytes(), nil
+	}
+	return nil, fmt.Errorf("unknown output format %q (want yaml or json)", format)
+}
+
+func newRulesTestCommand() *cobra.Command {
+	var rf rulesFlags
+	cmd := &cobra.Command{
+		Use:   "test [TESTFILE...]",
+		Short: "Run rule unit tests (promtool's test-file format) in process",
+		Long: `Evaluate rule unit tests written in promtool's test-file format against the
+rules of a KubeVirt version, with the Prometheus libraries built into virtop
+(no promtool needed, same results everywhere).
+
+Without arguments the version's built-in tests run. A test file's rule_files
+entry "` + rules.BuiltinTestRuleFile + `" reads the rendered rules (namespace
+` + rules.BuiltinTestNamespace + `, runbook URLs from ` + rules.BuiltinTestRunbookURLTemplate + `);
+other entries are files relative to the test file (a rule file, or a
+PrometheusRule as "virtop rules" prints it).
+
+Prints one line per failed test and a summary "N passed, N failed"; exits 1
+when a test fails.`,
+		Example: `  virtop rules test
+  virtop rules test --version v1.5.0
+  virtop rules test my-tests.yaml`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := rf.release()
+			if err != nil {
+				return err
+			}
+			opts := ruletest.BuiltinOptions(r.RuleSet)
+			var results []ruletest.Result
+			if len(args) == 0 {
+				results, err = ruletest.RunBuiltin(opts)
+			} else {
+				results, err = ruletest.RunFiles(opts, args)
+			}
+			if err != nil {
+				return err
+			}
+			return reportRuleTests(cmd, results)
+		},
+	}
+	rf.bind(cmd)
+	return cmd
+}
+
+func reportRuleTests(cmd *cobra.Command, results []ruletest.Result) error {
+	out := cmd.OutOrStdout()
+	passed, failed := 0, 0
+	for _, r := range results {
+		for _, t := range r.Tests {
+			if t.Passed() {
+				passed++
+				continue
+			}
+			failed++
+			fmt.Fprintf(out, "FAIL %s: %s\n", r.File, t.Name)
+			for _, e := range t.Errors {
+				fmt.Fprintf(out, "    %s\n", strings.ReplaceAll(e.Error(), "\n", "\n    "))
+			}
+		}
+	}
+	fmt.Fprintf(out, "%d passed, %d failed\n", passed, failed)
+	if failed > 0 {
+		return &ExitError{Code: 1}
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+)
+
+func runCLI(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := Main(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestRulesPrint(t *testing.T) {
+	code, out, stderr := runCLI("rules")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"kind: PrometheusRule", "name: prometheus-kubevirt-rules", "alert: KubeVirtControlPlaneDown", "record: kubevirt_virt_api_up"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "VirtApiRESTErrorsHigh") {
+		t.Error("v1.5.3 (the default) has no VirtApiRESTErrorsHigh")
+	}
+
+	code, out, stderr = runCLI("rules", "--version", "v1.5.0", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var pr monitoringv1.PrometheusRule
+	if err := json.Unmarshal([]byte(out), &pr); err != nil {
+		t.Fatalf("not a PrometheusRule in JSON: %v", err)
+	}
+	alerts := 0
+	for _, g := range pr.Spec.Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "" {
+				alerts++
+			}
+		}
+	}
+	if pr.Kind != "PrometheusRule" || alerts != 28 {
+		t.Errorf("kind %s, %d alerts; want PrometheusRule with 28 (27 upstream + KubeVirtControlPlaneDown)", pr.Kind, alerts)
+	}
+
+	if code, _, _ := runCLI("rules", "--version", "v0.0.1"); code != 2 {
+		t.Errorf("unknown version: exit %d, want 2", code)
+	}
+	if code, _, _ := runCLI("rules", "-o", "xml"); code != 2 {
+		t.Errorf("bad format: exit %d, want 2", code)
+	}
+}
+
+const cliRuleTests = `rule_files: [prometheus-kubevirt-rules.yaml]
+evaluation_interval: 1m
+group_eval_order: [recordingRules.rules, alerts.rules]
+tests:
+  - name: virt-controller down
+    interval: 1m
+    input_series:
+      - series: 'up{job="kubevirt-prometheus-metrics", namespace="kubevirt", pod="virt-controller-1"}'
+        values: '0x15'
+    promql_expr_test:
+      - expr: kubevirt_virt_controller_up
+        eval_time: 5m
+        exp_samples: [{labels: kubevirt_virt_controller_up, value: 0}]
+  - name: deliberately wrong
+    interval: 1m
+    input_series:
+      - series: 'up{job="kubevirt-prometheus-metrics", namespace="kubevirt", pod="virt-controller-1"}'
+        values: '1x15'
+    alert_rule_test:
+      - eval_time: 12m
+        alertname: VirtControllerDown
+        exp_alerts: [{exp_labels: {severity: critical}}]
+`
+
+func TestRulesTestFiles(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "t.yaml")
+	if err := os.WriteFile(f, []byte(cliRuleTests), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCLI("rules", "test", f)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (one test fails); out %s err %s", code, out, stderr)
+	}
+	if !strings.HasSuffix(out, "1 passed, 1 failed\n") || !strings.Contains(out, "FAIL "+f+": deliberately wrong") {
+		t.Errorf("output:\n%s", out)
+	}
+	if code, _, stderr := runCLI("rules", "test", filepath.Join(dir, "missing.yaml")); code != 2 {
+		t.Errorf("missing file: exit %d (%s), want 2", code, stderr)
+	}
+}
+
+func TestRulesTestBuiltin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the built-in rule tests run in package ruletest; this repeats them through the CLI")
+	}
+	code, out, stderr := runCLI("rules", "test", "--version", "v1.5.0")
+	if code != 0 || !strings.HasSuffix(out, " passed, 0 failed\n") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+}
