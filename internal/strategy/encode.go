@@ -83,7 +83,7 @@ func (s *Strategy) ConfigMap(namespace string) (*corev1.ConfigMap, error) {
 		return nil, err
 	}
 	var gz bytes.Buffer
-	w, err := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	w, err := gzip.NewWriterLevel(&gz, gzip.DefaultCompression)
 	if err != nil {
 		return nil, err
 	}

@@ -285,3 +285,19 @@ func BenchmarkGenerate(b *testing.B) {
 }
 
 func newGzip(w *bytes.Buffer) *gzip.Writer { return gzip.NewWriter(w) }
+
+func BenchmarkRender(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		generateFor(b, withFeatureGates("VMExport"))
+	}
+}
+
+func BenchmarkEncodeConfigMap(b *testing.B) {
+	s := generateFor(b, withFeatureGates("VMExport"))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := s.ConfigMap("kubevirt"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
