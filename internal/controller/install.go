@@ -109,6 +109,11 @@ func (r *Reconciler) resolveStrategy(ctx context.Context, kv *kvv1.KubeVirt, cfg
 		st, derr := strategy.FromConfigMap(cm)
 		if derr == nil && st.ID == cfg.ID {
 			strategies.put(cfg.ID, &cachedStrategy{strategy: st})
+			if r.StrategyJobs != nil {
+				if err := r.StrategyJobs.Done(ctx, kv, cfg); err != nil {
+					log.Error(err, "Failed to delete finished install strategy Jobs")
+				}
+			}
 			return st, ctrl.Result{}, nil
 		}
 		if derr == nil {
@@ -140,7 +145,12 @@ func (r *Reconciler) resolveStrategy(ctx context.Context, kv *kvv1.KubeVirt, cfg
 // StrategyJobRunner runs the dump-install-strategy Job for versions outside
 // the catalog.
 type StrategyJobRunner interface {
+	// Ensure makes progress towards the strategy ConfigMap of cfg; it is
+	// called while that ConfigMap is missing.
 	Ensure(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) (JobState, error)
+	// Done is called once the strategy of cfg has loaded from its
+	// ConfigMap, to delete finished Jobs.
+	Done(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) error
 }
 
 // JobState is how the strategy Job is doing.
@@ -195,6 +205,9 @@ func (r *Reconciler) applyPlan(ctx context.Context, kv *kvv1.KubeVirt, p *plan.P
 	for _, st := range order {
 		stageReady := true
 		for _, o := range byStage[st] {
+			if r.AdjustObject != nil {
+				o = r.AdjustObject(o)
+			}
 			res, live, err := r.Applier.Apply(ctx, o)
 			if err != nil {
 				return out, err

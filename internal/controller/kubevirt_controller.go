@@ -59,6 +59,11 @@ type Reconciler struct {
 	OperatorVersion string
 	// Clock is injectable for tests.
 	Clock clock.PassiveClock
+	// AdjustObject, when set, is applied to each planned object just
+	// before it is applied (for example to point the operator's webhook
+	// at a host process by URL); it must be pure and return the object
+	// itself or a changed copy.
+	AdjustObject func(client.Object) client.Object
 }
 
 // CapabilityReader gathers a snapshot of the live cluster for the plan.
