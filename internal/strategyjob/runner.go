@@ -1,0 +1,373 @@
+package strategyjob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/components"
+	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/controller"
+	"github.com/virtop-dev/virtop/internal/strategy"
+)
+
+// Defaults of a Runner.
+const (
+	// DefaultBaseBackoff is the wait after the first failed Job; it doubles
+	// with every further failure up to DefaultMaxBackoff.
+	DefaultBaseBackoff = 10 * time.Second
+	DefaultMaxBackoff  = 5 * time.Minute
+	// DefaultConfigMapGrace is how long a succeeded Job's ConfigMap may take
+	// to show up before the Job counts as failed.
+	DefaultConfigMapGrace = 30 * time.Second
+	// runningRecheck re-reads a running Job's pods: their events are not
+	// watched, so an unschedulable pod is noticed by this requeue.
+	runningRecheck = 15 * time.Second
+	// deletionRecheck waits for a deleted Job to go away.
+	deletionRecheck = 2 * time.Second
+)
+
+// Runner drives the dump-install-strategy Job. It implements
+// controller.StrategyJobRunner.
+type Runner struct {
+	// Client writes Jobs.
+	Client client.Client
+	// Reader reads Jobs, their Pods and the strategy ConfigMap without a
+	// cache: Ensure runs only while a strategy is pending, and a stale read
+	// there would create or delete a Job twice.
+	Reader client.Reader
+	// Image is the virtop image that renders the strategy (--strategy-image).
+	Image string
+	// Clock is injectable for tests.
+	Clock clock.PassiveClock
+	// BaseBackoff, MaxBackoff and ConfigMapGrace default to the constants.
+	BaseBackoff, MaxBackoff, ConfigMapGrace time.Duration
+
+	mu sync.Mutex
+	// attempts by deployment ID; only the current target's is kept.
+	attempts map[string]*attempts
+}
+
+// attempts remembers the failures of one deployment ID's Jobs, across the
+// deletion of each failed Job.
+type attempts struct {
+	failures int
+	lastAt   time.Time
+	lastJob  types.UID
+	message  string
+	// trouble is the last pod problem seen while a Job ran (an
+	// unschedulable pod, an image that cannot be pulled), kept because the
+	// pods are gone once the Job fails on its deadline.
+	trouble string
+}
+
+var _ controller.StrategyJobRunner = (*Runner)(nil)
+
+// New returns a Runner with the default back-off.
+func New(c client.Client, reader client.Reader, image string) *Runner {
+	return &Runner{Client: c, Reader: reader, Image: image, Clock: clock.RealClock{}}
+}
+
+func (r *Runner) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
+}
+
+func (r *Runner) backoff(failures int) time.Duration {
+	base, max := r.BaseBackoff, r.MaxBackoff
+	if base <= 0 {
+		base = DefaultBaseBackoff
+	}
+	if max <= 0 {
+		max = DefaultMaxBackoff
+	}
+	d := base
+	for i := 1; i < failures && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	return d
+}
+
+// Ensure makes progress towards the strategy ConfigMap of cfg: it creates
+// the Job, waits for it, replaces a failed one after a back-off, and says
+// how things stand. The caller calls it only while the ConfigMap is missing.
+func (r *Runner) Ensure(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) (controller.JobState, error) {
+	log := ctrl.LoggerFrom(ctx)
+	ns, name := cfg.Namespace, Name(cfg.ID)
+	r.mu.Lock()
+	a := r.attemptsForLocked(cfg.ID)
+	r.mu.Unlock()
+
+	if err := r.deleteJobs(ctx, ns, func(j *batchv1.Job) bool { return jobID(j) != cfg.ID }); err != nil {
+		return controller.JobState{}, err
+	}
+
+	job := &batchv1.Job{}
+	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job)
+	if apierrors.IsNotFound(err) {
+		if a.failures > 0 {
+			if wait := a.lastAt.Add(r.backoff(a.failures)).Sub(r.now()); wait > 0 {
+				return controller.JobState{
+					Pending:      fmt.Sprintf("Retrying the install strategy Job for %s in %s (%s)", cfg.Version, wait.Round(time.Second), attemptsWord(a.failures)),
+					Failed:       a.message,
+					RequeueAfter: wait,
+				}, nil
+			}
+		}
+		if r.Image == "" {
+			return controller.JobState{}, errors.New("no strategy image is set (--strategy-image)")
+		}
+		job = Job(cfg, r.Image)
+		if err := r.Client.Create(ctx, job, client.FieldOwner(components.ManagedByValue)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return controller.JobState{}, fmt.Errorf("create install strategy Job %s: %w", name, err)
+		}
+		log.Info("Created install strategy Job", "job", name, "version", cfg.Version, "image", r.Image, "attempt", a.failures+1)
+		return controller.JobState{Pending: waitingMessage(cfg, name), Failed: a.message, RequeueAfter: runningRecheck}, nil
+	}
+	if err != nil {
+		return controller.JobState{}, fmt.Errorf("get install strategy Job %s: %w", name, err)
+	}
+
+	if job.DeletionTimestamp != nil {
+		return controller.JobState{
+			Pending:      fmt.Sprintf("Waiting for the previous install strategy Job %s to be deleted", name),
+			Failed:       a.message,
+			RequeueAfter: deletionRecheck,
+		}, nil
+	}
+	if id := jobID(job); id != cfg.ID {
+		// Same name prefix, another deployment: not ours to wait for.
+		if err := r.deleteJob(ctx, job); err != nil {
+			return controller.JobState{}, err
+		}
+		return controller.JobState{Pending: waitingMessage(cfg, name), Failed: a.message, RequeueAfter: deletionRecheck}, nil
+	}
+
+	if c := jobCondition(job, batchv1.JobFailed); c != nil {
+		msg := fmt.Sprintf("Install strategy Job %s for %s failed", name, cfg.Version)
+		if c.Reason != "" {
+			msg += ": " + c.Reason
+		}
+		if c.Message != "" {
+			msg += " (" + c.Message + ")"
+		}
+		if detail := r.podTrouble(ctx, job); detail != "" {
+			msg += "; " + detail
+		} else if a.trouble != "" {
+			msg += "; " + a.trouble
+		}
+		return r.failed(ctx, a, job, cfg, msg)
+	}
+	if c := jobCondition(job, batchv1.JobComplete); c != nil {
+		cm := &corev1.ConfigMap{}
+		err := r.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: strategy.ConfigMapName(cfg.ID)}, cm)
+		if err == nil {
+			// The cache lags behind; the ConfigMap's event wakes the
+			// reconciler again.
+			return controller.JobState{Pending: fmt.Sprintf("Loading the install strategy of %s written by Job %s", cfg.Version, name), RequeueAfter: time.Second}, nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return controller.JobState{}, err
+		}
+		done := c.LastTransitionTime.Time
+		if job.Status.CompletionTime != nil {
+			done = job.Status.CompletionTime.Time
+		}
+		grace := r.ConfigMapGrace
+		if grace <= 0 {
+			grace = DefaultConfigMapGrace
+		}
+		if wait := done.Add(grace).Sub(r.now()); wait > 0 {
+			return controller.JobState{Pending: fmt.Sprintf("Job %s succeeded; waiting for ConfigMap %s", name, strategy.ConfigMapName(cfg.ID)), Failed: a.message, RequeueAfter: wait}, nil
+		}
+		return r.failed(ctx, a, job, cfg, fmt.Sprintf("Install strategy Job %s for %s succeeded but ConfigMap %s did not appear within %s", name, cfg.Version, strategy.ConfigMapName(cfg.ID), grace))
+	}
+
+	// Running (or waiting for a pod).
+	msg := waitingMessage(cfg, name)
+	if detail := r.podTrouble(ctx, job); detail != "" {
+		r.mu.Lock()
+		a.trouble = detail
+		r.mu.Unlock()
+		msg += ": " + detail
+	}
+	return controller.JobState{Pending: msg, Failed: a.message, RequeueAfter: runningRecheck}, nil
+}
+
+// attemptsForLocked returns the record of an ID, forgetting every other
+// ID's. r.mu is held.
+func (r *Runner) attemptsForLocked(id string) *attempts {
+	a := r.attempts[id]
+	if a == nil {
+		a = &attempts{}
+	}
+	r.attempts = map[string]*attempts{id: a}
+	return a
+}
+
+// failed records a failed Job once, deletes it so a later pass creates a
+// new one, and reports the failure with the wait before the next attempt.
+func (r *Runner) failed(ctx context.Context, a *attempts, job *batchv1.Job, cfg *config.DeploymentConfig, msg string) (controller.JobState, error) {
+	r.mu.Lock()
+	if a.lastJob != job.UID {
+		a.failures++
+		a.lastAt = r.now()
+		a.lastJob = job.UID
+	}
+	a.message = msg
+	a.trouble = ""
+	failures, wait := a.failures, a.lastAt.Add(r.backoff(a.failures)).Sub(r.now())
+	r.mu.Unlock()
+	ctrl.LoggerFrom(ctx).Info("Install strategy Job failed; it will be retried", "job", job.Name, "reason", msg, "failures", failures, "retryIn", wait.String())
+	if err := r.deleteJob(ctx, job); err != nil {
+		return controller.JobState{}, err
+	}
+	if wait < deletionRecheck {
+		wait = deletionRecheck
+	}
+	return controller.JobState{
+		Pending:      fmt.Sprintf("Retrying the install strategy Job for %s in %s (%s)", cfg.Version, wait.Round(time.Second), attemptsWord(failures)),
+		Failed:       msg,
+		RequeueAfter: wait,
+	}, nil
+}
+
+// Done is called once the strategy of cfg has loaded: it deletes the
+// finished strategy Jobs of the namespace and any Job of another deployment,
+// and forgets the failures of cfg.
+func (r *Runner) Done(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) error {
+	r.mu.Lock()
+	delete(r.attempts, cfg.ID)
+	r.mu.Unlock()
+	return r.deleteJobs(ctx, cfg.Namespace, func(j *batchv1.Job) bool {
+		return jobID(j) != cfg.ID || jobCondition(j, batchv1.JobComplete) != nil || jobCondition(j, batchv1.JobFailed) != nil
+	})
+}
+
+// deleteJobs deletes the strategy Jobs of a namespace that match.
+func (r *Runner) deleteJobs(ctx context.Context, ns string, match func(*batchv1.Job) bool) error {
+	var list batchv1.JobList
+	if err := r.Reader.List(ctx, &list, client.InNamespace(ns), client.HasLabels{components.InstallStrategyLabel},
+		client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+		return fmt.Errorf("list install strategy Jobs: %w", err)
+	}
+	var errs []error
+	for i := range list.Items {
+		j := &list.Items[i]
+		if j.DeletionTimestamp != nil || !match(j) {
+			continue
+		}
+		if err := r.deleteJob(ctx, j); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ctrl.LoggerFrom(ctx).Info("Deleted install strategy Job", "job", j.Name)
+	}
+	return errors.Join(errs...)
+}
+
+// deleteJob deletes a Job and, before it goes, its pods (foreground), as
+// upstream does; the deterministic name is free again only then.
+func (r *Runner) deleteJob(ctx context.Context, job *batchv1.Job) error {
+	err := r.Client.Delete(ctx, job, client.PropagationPolicy("Foreground"), client.Preconditions{UID: &job.UID})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete install strategy Job %s: %w", job.Name, err)
+	}
+	return nil
+}
+
+// podTrouble describes what keeps the Job's newest pod from running or
+// made it fail: unschedulable, an image that cannot be pulled, a container
+// that exited with an error. Empty when there is nothing to say or the
+// pods cannot be read.
+func (r *Runner) podTrouble(ctx context.Context, job *batchv1.Job) string {
+	var pods corev1.PodList
+	if err := r.Reader.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.ControllerUidLabel: string(job.UID)}); err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("Cannot read the install strategy Job's pods", "job", job.Name, "error", err.Error())
+		return ""
+	}
+	sort.Slice(pods.Items, func(i, j int) bool {
+		return pods.Items[j].CreationTimestamp.Before(&pods.Items[i].CreationTimestamp)
+	})
+	for i := range pods.Items {
+		if s := PodTrouble(&pods.Items[i]); s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// PodTrouble describes what is wrong with one pod of the Job, or "".
+func PodTrouble(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return fmt.Sprintf("pod %s cannot be scheduled (%s): %s", p.Name, c.Reason, oneLine(c.Message))
+		}
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
+			return fmt.Sprintf("pod %s: container %s is waiting (%s): %s", p.Name, cs.Name, w.Reason, oneLine(w.Message))
+		}
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			s := fmt.Sprintf("pod %s: container %s exited with code %d (%s)", p.Name, cs.Name, t.ExitCode, t.Reason)
+			if m := oneLine(t.Message); m != "" {
+				s += ": " + m
+			}
+			return s
+		}
+	}
+	return ""
+}
+
+// oneLine keeps the last meaningful line of a message (a termination
+// message falls back to the log's tail), bounded in length.
+func oneLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	s = strings.TrimSpace(lines[len(lines)-1])
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
+func jobID(j *batchv1.Job) string {
+	return j.Annotations[components.InstallStrategyIdentifierAnnotation]
+}
+
+func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
+	for i := range j.Status.Conditions {
+		if c := &j.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
+
+func waitingMessage(cfg *config.DeploymentConfig, name string) string {
+	return fmt.Sprintf("Waiting for the install strategy of %s from Job %s", cfg.Version, name)
+}
+
+func attemptsWord(n int) string {
+	if n == 1 {
+		return "1 attempt failed"
+	}
+	return fmt.Sprintf("%d attempts failed", n)
+}
