@@ -39,6 +39,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/controller"
 	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/strategyjob"
 	"github.com/virtop-dev/virtop/internal/version"
 )
 
@@ -91,6 +92,7 @@ var managedWatches = []schema.GroupVersionKind{
 	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicyBinding"},
 	{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"},
 	{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"},
+	{Group: "batch", Version: "v1", Kind: "Job"},
 }
 
 // New builds the manager with the reconciler registered.
@@ -158,6 +160,9 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		Recorder:        mgr.GetEventRecorder("virtop"),
 		OperatorVersion: version.Version,
 		Clock:           clock.RealClock{},
+	}
+	if opts.StrategyImage != "" {
+		r.StrategyJobs = strategyjob.New(mgr.GetClient(), mgr.GetAPIReader(), opts.StrategyImage)
 	}
 	if err := setupController(mgr, r, opts.Namespace); err != nil {
 		return nil, err
