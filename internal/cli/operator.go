@@ -65,6 +65,9 @@ In a cluster it runs as the Deployment virt-operator; on a local cluster
 	fs.StringVar(&opts.RunbookURLTemplate, "runbook-url-template", config.DefaultRunbookURLTemplate, "runbook URL of each alert; %s is the alert name")
 	fs.StringSliceVar(&opts.CatalogVersions, "catalog-versions", nil, "render only these catalog versions in process (plays an older operator)")
 	fs.StringVar(&opts.DefaultVersion, "default-version", "", "KubeVirt version installed when the resource names none (default: the catalog default)")
+	fs.StringVar(&opts.WebhookBindAddress, "webhook-bind-address", ":8444", "address of the KubeVirt validating webhook (HTTPS, port \"webhooks\"); 0 disables it")
+	fs.StringVar(&opts.WebhookURLHost, "webhook-url-host", "", "host:port at which the API server reaches this process when it runs outside the cluster (local cluster): "+
+		"serve a self-signed certificate and register virt-operator-validator by URL instead of Service kubevirt-operator-webhook")
 	addGoFlags(cmd, zapOpts.BindFlags)
 	return cmd
 }

@@ -5,8 +5,11 @@ package operator
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -30,6 +34,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/apply"
@@ -41,6 +46,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategyjob"
 	"github.com/virtop-dev/virtop/internal/version"
+	kvwebhook "github.com/virtop-dev/virtop/internal/webhook"
 )
 
 // Options are the operator's settings (the flags of `virtop operator`).
@@ -57,7 +63,23 @@ type Options struct {
 	CatalogVersions []string
 	// DefaultVersion when the KubeVirt resource names none.
 	DefaultVersion string
+	// WebhookBindAddress is where the KubeVirt validating webhook is
+	// served (host:port, port 8444 in a cluster, named "webhooks"); empty
+	// or "0" disables it.
+	WebhookBindAddress string
+	// WebhookURLHost, for an operator running as a host process (the local
+	// cluster, tests), is the host:port the API server reaches this
+	// process at: the webhook then serves a self-signed certificate made
+	// at start, and virt-operator-validator is applied with the URL
+	// https://<WebhookURLHost>/<path> and that certificate's CA. Empty
+	// means in-cluster: Service kubevirt-operator-webhook and the
+	// certificate from Secret kubevirt-operator-certs.
+	WebhookURLHost string
 }
+
+// webhookCertValidity bounds the self-signed certificate of a host-process
+// operator; it lives as long as the process.
+const webhookCertValidity = 365 * 24 * time.Hour
 
 // LeaseName is the leader-election Lease, as upstream's operator names it,
 // so an upstream operator and virtop never lead at the same time.
@@ -107,6 +129,10 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 			return nil, err
 		}
 	}
+	whOpts, err := webhookServerOptions(opts)
+	if err != nil {
+		return nil, err
+	}
 	managed := labels.SelectorFromSet(labels.Set{components.ManagedByLabel: components.ManagedByValue})
 	crdMeta := &metav1.PartialObjectMetadata{}
 	crdMeta.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
@@ -133,6 +159,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		LeaseDuration:                 &leaseDuration,
 		RenewDeadline:                 &renewDeadline,
 		RetryPeriod:                   &retryPeriod,
+		WebhookServer:                 webhook.NewServer(whOpts.server),
 	})
 	if err != nil {
 		return nil, err
@@ -163,6 +190,16 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	}
 	if opts.StrategyImage != "" {
 		r.StrategyJobs = strategyjob.New(mgr.GetClient(), mgr.GetAPIReader(), opts.StrategyImage)
+	}
+	if whOpts.enabled {
+		if whOpts.secret != nil {
+			// Read from the informer of managed Secrets the watches
+			// already run: a handshake is a memory lookup.
+			whOpts.secret.Reader = mgr.GetCache()
+		}
+		r.AdjustObject = whOpts.adjust
+		v := &kvwebhook.Validator{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), Settings: r.Settings}
+		v.Register(mgr.GetWebhookServer())
 	}
 	if err := setupController(mgr, r, opts.Namespace); err != nil {
 		return nil, err
@@ -276,4 +313,45 @@ func equalMaps(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+type webhookSetup struct {
+	enabled bool
+	server  webhook.Options
+	// secret is the in-cluster certificate source; its reader is set once
+	// the manager exists.
+	secret *kvwebhook.SecretCertificate
+	adjust func(client.Object) client.Object
+}
+
+// webhookServerOptions configures the webhook server: disabled (port -1),
+// in-cluster with the certificate of Secret kubevirt-operator-certs, or a
+// host process with a self-signed certificate and the URL rewrite of
+// virt-operator-validator.
+func webhookServerOptions(opts Options) (webhookSetup, error) {
+	if opts.WebhookBindAddress == "" || opts.WebhookBindAddress == "0" {
+		return webhookSetup{server: webhook.Options{Port: -1}}, nil
+	}
+	host, portStr, err := net.SplitHostPort(opts.WebhookBindAddress)
+	if err != nil {
+		return webhookSetup{}, fmt.Errorf("--webhook-bind-address %q: %w", opts.WebhookBindAddress, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port <= 0 || port > 65535 {
+		return webhookSetup{}, fmt.Errorf("--webhook-bind-address %q: invalid port", opts.WebhookBindAddress)
+	}
+	out := webhookSetup{enabled: true, server: webhook.Options{Host: host, Port: port}}
+	if opts.WebhookURLHost == "" {
+		out.secret = &kvwebhook.SecretCertificate{Key: types.NamespacedName{Namespace: opts.Namespace, Name: components.VirtOperatorCertSecretName}}
+		out.server.TLSOpts = kvwebhook.TLSOptions(out.secret.GetCertificate)
+		return out, nil
+	}
+	cert, ca, err := kvwebhook.SelfSigned(opts.WebhookURLHost, webhookCertValidity)
+	if err != nil {
+		return webhookSetup{}, fmt.Errorf("--webhook-url-host %q: %w", opts.WebhookURLHost, err)
+	}
+	out.server.TLSOpts = kvwebhook.TLSOptions(func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil })
+	urlHost := opts.WebhookURLHost
+	out.adjust = func(o client.Object) client.Object { return kvwebhook.RewriteForURL(o, urlHost, ca) }
+	return out, nil
 }
