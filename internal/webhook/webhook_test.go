@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	last := ""
 	for time.Now().Before(deadline) {
 		ok, why := cond()

@@ -1,0 +1,143 @@
+package webhook_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/components"
+	"github.com/virtop-dev/virtop/internal/localcluster"
+	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/testenv"
+)
+
+// fakeReadiness plays kube-controller-manager for the namespace: every
+// Deployment and DaemonSet is marked ready.
+func fakeReadiness(t *testing.T, c client.Client, ns string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		for ctx.Err() == nil {
+			var ds appsv1.DeploymentList
+			if err := c.List(ctx, &ds, client.InNamespace(ns)); err == nil {
+				for i := range ds.Items {
+					d := &ds.Items[i]
+					if d.Status.ObservedGeneration != d.Generation || d.Status.AvailableReplicas == 0 {
+						_ = testenv.MarkDeploymentReady(ctx, c, client.ObjectKeyFromObject(d))
+					}
+				}
+			}
+			var dss appsv1.DaemonSetList
+			if err := c.List(ctx, &dss, client.InNamespace(ns)); err == nil {
+				for i := range dss.Items {
+					d := &dss.Items[i]
+					if d.Status.ObservedGeneration != d.Generation || d.Status.NumberReady == 0 {
+						_ = testenv.MarkDaemonSetReady(ctx, c, client.ObjectKeyFromObject(d), 1)
+					}
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+}
+
+// TestOperatorServesWebhookByURL runs the operator as a host process does
+// on the local cluster (--webhook-url-host): it registers
+// virt-operator-validator by URL with its own CA, keeping the local
+// cluster's failurePolicy Ignore, the API server calls it and a second
+// KubeVirt is refused; the operator's own uninstall then goes through.
+func TestOperatorServesWebhookByURL(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	c := env.Client
+	ctx := context.Background()
+	fakeReadiness(t, c, ns)
+
+	port := freePort(t)
+	host := fmt.Sprintf("127.0.0.1:%d", port)
+	mgr, err := operator.New(env.Config, operator.Options{
+		Namespace: ns, MetricsBindAddress: "0", HealthProbeBindAddress: "0",
+		WebhookBindAddress: host, WebhookURLHost: host,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("operator exited with %v", err)
+		}
+		// Whatever the test left, no webhook of this operator may outlive it.
+		vwc := &admissionv1.ValidatingWebhookConfiguration{}
+		vwc.Name = components.OperatorValidatingWebhookName
+		_ = c.Delete(context.Background(), vwc)
+	})
+
+	kv := &kvv1.KubeVirt{}
+	kv.Namespace, kv.Name = ns, "kubevirt"
+	if err := localcluster.Prepare(kv); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, kv); err != nil {
+		t.Fatal(err)
+	}
+	cleanKubeVirts(t, env, ns)
+
+	eventually(t, "virt-operator-validator registered by URL", func() (bool, string) {
+		vwc := &admissionv1.ValidatingWebhookConfiguration{}
+		if err := c.Get(ctx, types.NamespacedName{Name: components.OperatorValidatingWebhookName}, vwc); err != nil {
+			return false, err.Error()
+		}
+		if len(vwc.Webhooks) != 3 {
+			return false, fmt.Sprintf("%d webhooks", len(vwc.Webhooks))
+		}
+		for _, w := range vwc.Webhooks {
+			cc := w.ClientConfig
+			if cc.Service != nil || cc.URL == nil || !strings.HasPrefix(*cc.URL, "https://"+host+"/kubevirt-validate-") || len(cc.CABundle) == 0 {
+				return false, fmt.Sprintf("webhook %s: clientConfig %+v", w.Name, cc)
+			}
+			if w.FailurePolicy == nil || *w.FailurePolicy != admissionv1.Ignore {
+				return false, fmt.Sprintf("webhook %s: failurePolicy %v, want the local cluster's Ignore", w.Name, w.FailurePolicy)
+			}
+		}
+		return true, ""
+	})
+
+	second := &kvv1.KubeVirt{}
+	second.Namespace, second.Name = ns, "second"
+	var lastErr error
+	eventually(t, "the operator's webhook to refuse a second KubeVirt", func() (bool, string) {
+		lastErr = c.Create(ctx, second.DeepCopy(), client.DryRunAll)
+		return lastErr != nil && strings.Contains(lastErr.Error(), "denied the request"), fmt.Sprint(lastErr)
+	})
+	refused(t, lastErr, ns+"/kubevirt", "only one KubeVirt")
+
+	// Uninstall: the delete is admitted (no workloads), the operator
+	// removes its webhook first and its finalizer last.
+	eventually(t, "the KubeVirt to carry the finalizer", func() (bool, string) {
+		cur := &kvv1.KubeVirt{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(kv), cur); err != nil {
+			return false, err.Error()
+		}
+		return len(cur.Finalizers) > 0, "no finalizer yet"
+	})
+	if err := c.Delete(ctx, kv); err != nil {
+		t.Fatalf("deleting the KubeVirt: %v", err)
+	}
+	eventually(t, "the KubeVirt to be gone", func() (bool, string) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(kv), &kvv1.KubeVirt{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+}
