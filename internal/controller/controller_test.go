@@ -354,3 +354,156 @@ func TestInstallSteadyStateDriftAndSecond(t *testing.T) {
 		waitAvailable(t, c, key)
 	})
 }
+
+// TestUpgrade rolls v1.5.0 to v1.5.3: Available never goes False, Degraded
+// never goes True, and the PrometheusRule follows the new version.
+func TestUpgrade(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	c := env.Client
+	ctx := context.Background()
+	readinessFaker(t, c, ns)
+	startOperator(t, env, ns, nil)
+	kv := newKubeVirt(t, ns, func(kv *kvv1.KubeVirt) { kv.Spec.ImageTag = "v1.5.0" })
+	if err := c.Create(ctx, kv); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(kv)
+	kv = waitAvailable(t, c, key)
+	if kv.Status.ObservedKubeVirtVersion != "v1.5.0" {
+		t.Fatalf("observed version %q", kv.Status.ObservedKubeVirtVersion)
+	}
+	ruleBefore := &unstructured.Unstructured{}
+	ruleBefore.SetAPIVersion("monitoring.coreos.com/v1")
+	ruleBefore.SetKind("PrometheusRule")
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "prometheus-kubevirt-rules"}, ruleBefore); err != nil {
+		t.Fatal(err)
+	}
+
+	orig := kv.DeepCopy()
+	kv.Spec.ImageTag = "v1.5.3"
+	if err := c.Patch(ctx, kv, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	sawUpdating := false
+	wait(t, "the update to v1.5.3", 3*time.Minute, func() (bool, string) {
+		cur := &kvv1.KubeVirt{}
+		if err := c.Get(ctx, key, cur); err != nil {
+			return false, err.Error()
+		}
+		if a := condition(cur, kvv1.KubeVirtConditionAvailable); a.Status != corev1.ConditionTrue {
+			t.Fatalf("Available went %s during the update: %s", a.Status, a.Message)
+		}
+		if d := condition(cur, kvv1.KubeVirtConditionDegraded); d.Status == corev1.ConditionTrue {
+			t.Fatalf("Degraded went True during a healthy update: %s", d.Message)
+		}
+		if p := condition(cur, kvv1.KubeVirtConditionProgressing); p.Status == corev1.ConditionTrue && p.Reason == "UpdateInProgress" {
+			sawUpdating = true
+		}
+		p := condition(cur, kvv1.KubeVirtConditionProgressing)
+		return cur.Status.ObservedKubeVirtVersion == "v1.5.3" && p.Status == corev1.ConditionFalse,
+			fmt.Sprintf("observed %s, Progressing %s %s", cur.Status.ObservedKubeVirtVersion, p.Status, p.Message)
+	})
+	if !sawUpdating {
+		t.Log("the update finished between two polls; Progressing=UpdateInProgress was not observed")
+	}
+	d := &appsv1.Deployment{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "virt-api"}, d); err != nil {
+		t.Fatal(err)
+	}
+	if img := d.Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":v1.5.3") {
+		t.Errorf("virt-api image %s after the update", img)
+	}
+	ruleAfter := ruleBefore.DeepCopy()
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "prometheus-kubevirt-rules"}, ruleAfter); err != nil {
+		t.Fatal(err)
+	}
+	if ruleAfter.GetAnnotations()["kubevirt.io/install-strategy-version"] != "v1.5.3" {
+		t.Errorf("PrometheusRule still carries version %s", ruleAfter.GetAnnotations()["kubevirt.io/install-strategy-version"])
+	}
+	alerts := func(u *unstructured.Unstructured) map[string]bool {
+		out := map[string]bool{}
+		groups, _, _ := unstructured.NestedSlice(u.Object, "spec", "groups")
+		for _, g := range groups {
+			rules, _, _ := unstructured.NestedSlice(g.(map[string]interface{}), "rules")
+			for _, r := range rules {
+				if a, ok := r.(map[string]interface{})["alert"].(string); ok {
+					out[a] = true
+				}
+			}
+		}
+		return out
+	}
+	if before, after := alerts(ruleBefore), alerts(ruleAfter); before["VirtApiRESTErrorsHigh"] && after["VirtApiRESTErrorsHigh"] {
+		t.Error("v1.5.3's rules still hold VirtApiRESTErrorsHigh, which that release removed")
+	}
+	// The strategy ConfigMaps of both versions are kept (current and
+	// previous), no more.
+	var cms corev1.ConfigMapList
+	if err := c.List(ctx, &cms, client.InNamespace(ns), client.HasLabels{"kubevirt.io/install-strategy"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(cms.Items) != 2 {
+		t.Errorf("%d strategy ConfigMaps after one upgrade, want 2 (current and previous)", len(cms.Items))
+	}
+}
+
+// TestUninstall: deletion is refused while a VMI exists, completes once it
+// is gone, and leaves nothing virtop created.
+func TestUninstall(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	c := env.Client
+	ctx := context.Background()
+	readinessFaker(t, c, ns)
+	startOperator(t, env, ns, nil)
+	kv := newKubeVirt(t, ns, nil)
+	if err := c.Create(ctx, kv); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(kv)
+	waitAvailable(t, c, key)
+
+	vmi := &unstructured.Unstructured{}
+	vmi.SetAPIVersion("kubevirt.io/v1")
+	vmi.SetKind("VirtualMachineInstance")
+	vmi.SetNamespace(ns)
+	vmi.SetName("vmi-1")
+	_ = unstructured.SetNestedField(vmi.Object, map[string]interface{}{"domain": map[string]interface{}{"devices": map[string]interface{}{}}}, "spec")
+	if err := c.Create(ctx, vmi); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, kv); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, "deletion blocked by the VMI", time.Minute, func() (bool, string) {
+		cur := &kvv1.KubeVirt{}
+		if err := c.Get(ctx, key, cur); err != nil {
+			return false, err.Error()
+		}
+		s := condition(cur, kvv1.KubeVirtConditionSynchronized)
+		return cur.Status.Phase == kvv1.KubeVirtPhaseDeleting && s.Reason == "DeletionBlocked" && strings.Contains(s.Message, "VirtualMachineInstance"),
+			fmt.Sprintf("phase %s, %+v", cur.Status.Phase, s)
+	})
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "virt-api"}, &appsv1.Deployment{}); err != nil {
+		t.Errorf("virt-api is gone while uninstall is blocked: %v", err)
+	}
+	if err := c.Delete(ctx, vmi); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, "the KubeVirt resource gone", 3*time.Minute, func() (bool, string) {
+		err := c.Get(ctx, key, &kvv1.KubeVirt{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	left := managedVersions(t, c)
+	for k := range left {
+		if strings.HasPrefix(k, "CustomResourceDefinitionList/") {
+			// Terminating CRDs may still be listed for a moment.
+			continue
+		}
+		if parts := strings.Split(k, "/"); len(parts) == 3 && parts[1] != ns {
+			continue // another test's install, in its own namespace
+		}
+		t.Errorf("%s remains after uninstall", k)
+	}
+}
