@@ -25,6 +25,7 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/apply"
 	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/certs"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
@@ -57,6 +58,9 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// OperatorVersion is reported in status.operatorVersion.
 	OperatorVersion string
+	// Certs issues and rotates KubeVirt's CA and serving certificates; nil
+	// means a manager on Clock with the default settings.
+	Certs *certs.Manager
 	// Clock is injectable for tests.
 	Clock clock.PassiveClock
 	// AdjustObject, when set, is applied to each planned object just
@@ -207,6 +211,11 @@ func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f 
 		return ctrl.Result{}, f.applyErr
 	}
 	p := plan.Build(st, cfg, caps)
+	certReport, err := r.fillCertificates(ctx, kv, cfg, p)
+	if err != nil {
+		f.applyErr = err
+		return ctrl.Result{}, err
+	}
 	out, err := r.applyPlan(ctx, kv, p, f.updating)
 	if err != nil {
 		f.applyErr = err
@@ -215,6 +224,9 @@ func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f 
 	f.created = out.created
 	f.ready = out.ready
 	f.waitingOn = out.waitingOn
+	if certReport != nil {
+		out.requeueAfter = lowestNonZero(out.requeueAfter, certReport.RequeueAfter(r.now().Time))
+	}
 	if !f.ready {
 		// Readiness arrives as watch events; the requeue is only a safety
 		// net for events missed while disconnected.

@@ -1,0 +1,77 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/certs"
+	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/plan"
+)
+
+var certificateExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "virtop_certificate_expiry_timestamp_seconds",
+	Help: "When each KubeVirt certificate virtop manages expires (Unix seconds), by Secret name.",
+}, []string{"secret"})
+
+func init() { metrics.Registry.MustRegister(certificateExpiry) }
+
+// fillCertificates gives the planned certificate Secrets, CA ConfigMaps,
+// webhooks, APIServices and Routes their certificate data: live
+// certificates are kept while they are valid, others issued. The planned
+// placeholders never reach the cluster.
+func (r *Reconciler) fillCertificates(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig, p *plan.Plan) (*certs.Report, error) {
+	m := r.Certs
+	if m == nil {
+		m = &certs.Manager{Clock: r.Clock}
+	}
+	live := certs.Live{Secrets: map[string]*corev1.Secret{}, ConfigMaps: map[string]*corev1.ConfigMap{}}
+	var secrets corev1.SecretList
+	if err := r.Client.List(ctx, &secrets, client.InNamespace(kv.Namespace)); err != nil {
+		return nil, fmt.Errorf("list Secrets: %w", err)
+	}
+	for i := range secrets.Items {
+		live.Secrets[secrets.Items[i].Name] = &secrets.Items[i]
+	}
+	var cms corev1.ConfigMapList
+	if err := r.Client.List(ctx, &cms, client.InNamespace(kv.Namespace)); err != nil {
+		return nil, fmt.Errorf("list ConfigMaps: %w", err)
+	}
+	for i := range cms.Items {
+		live.ConfigMaps[cms.Items[i].Name] = &cms.Items[i]
+	}
+	objs, rep, err := m.Fill(p.Objects, live, cfg.Certificates)
+	if err != nil {
+		return nil, fmt.Errorf("certificates: %w", err)
+	}
+	p.Objects = objs
+	for _, c := range rep.Certificates {
+		certificateExpiry.WithLabelValues(c.Name).Set(float64(c.NotAfter.Unix()))
+		if c.Issued {
+			ctrl.LoggerFrom(ctx).Info("Issued certificate", "secret", c.Name, "notAfter", c.NotAfter.UTC().Format(time.RFC3339), "reason", c.Reason)
+		}
+	}
+	if issued := rep.Issued(); len(issued) > 0 && r.Recorder != nil {
+		r.Recorder.Eventf(kv, nil, corev1.EventTypeNormal, "CertificatesIssued", "Issue", "Issued certificates: %s", summarize(issued))
+	}
+	return rep, nil
+}
+
+// lowestNonZero returns the smaller positive duration.
+func lowestNonZero(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}
