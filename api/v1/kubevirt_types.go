@@ -79,7 +79,6 @@ type KubeVirtSpec struct {
 	// +optional
 	MonitorAccount string `json:"monitorAccount,omitempty"`
 
-
 	// UninstallStrategy says what deleting the KubeVirt resource may do to
 	// workloads. Empty behaves as BlockUninstallIfWorkloadsExist.
 	// +kubebuilder:validation:Enum=RemoveWorkloads;BlockUninstallIfWorkloadsExist
