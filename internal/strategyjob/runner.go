@@ -250,16 +250,17 @@ func (r *Runner) failed(ctx context.Context, a *attempts, job *batchv1.Job, cfg 
 	}, nil
 }
 
-// Done is called once the strategy of cfg has loaded: it deletes the
-// finished strategy Jobs of the namespace and any Job of another deployment,
-// and forgets the failures of cfg.
+// Done is called once the strategy of cfg has loaded from its ConfigMap:
+// it deletes every strategy Job of the namespace and forgets the failures
+// of cfg. The controller calls it once per loaded strategy, often before
+// the Job that wrote the ConfigMap has been marked complete, so that Job
+// goes too (its pod has done its work; upstream deletes only completed
+// Jobs but looks again on every sync).
 func (r *Runner) Done(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) error {
 	r.mu.Lock()
 	delete(r.attempts, cfg.ID)
 	r.mu.Unlock()
-	return r.deleteJobs(ctx, cfg.Namespace, func(j *batchv1.Job) bool {
-		return jobID(j) != cfg.ID || jobCondition(j, batchv1.JobComplete) != nil || jobCondition(j, batchv1.JobFailed) != nil
-	})
+	return r.deleteJobs(ctx, cfg.Namespace, func(*batchv1.Job) bool { return true })
 }
 
 // deleteJobs deletes the strategy Jobs of a namespace that match.

@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/strategyjob"
+)
+
+func init() { register(newDumpInstallStrategyCommand) }
+
+// dumpInstallStrategyTimeout bounds the writes; the Job's own deadline is
+// longer, so a hung API call fails the pod and the Job retries.
+const dumpInstallStrategyTimeout = 2 * time.Minute
+
+func newDumpInstallStrategyCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "dump-install-strategy",
+		Short: "Render the install strategy named by $" + strategyjob.EnvDeploymentConfig + " and write its ConfigMap (what the strategy Job runs)",
+		Long: `Render the install strategy of the deployment config in $` + strategyjob.EnvDeploymentConfig + `
+(JSON, as the operator writes it into the strategy Job) with this binary's
+catalog, and write it as the strategy ConfigMap into the config's namespace
+with server-side apply, so a retried Job is harmless.
+
+The cluster comes from the standard loading rules: $KUBECONFIG or
+~/.kube/config, else the pod's service account.
+
+Exit status: 0 when the ConfigMap is written; 2 for an error a retry cannot
+fix (missing or invalid config, a version outside this binary's catalog);
+1 for other errors (the cluster could not be reached or refused the write).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), dumpInstallStrategyTimeout)
+			defer cancel()
+			return dumpInstallStrategy(ctx, os.Getenv(strategyjob.EnvDeploymentConfig), cmd.ErrOrStderr())
+		},
+	}
+}
+
+// dumpInstallStrategy renders the strategy of a JSON deployment config and
+// applies its ConfigMap. Errors a retry cannot fix are plain (exit 2);
+// others are ExitErrors with code 1.
+func dumpInstallStrategy(ctx context.Context, raw string, log io.Writer) error {
+	if raw == "" {
+		return fmt.Errorf("$%s is empty: it must hold the deployment config as JSON", strategyjob.EnvDeploymentConfig)
+	}
+	cfg, err := config.Parse([]byte(raw))
+	if err != nil {
+		return fmt.Errorf("$%s: %w", strategyjob.EnvDeploymentConfig, err)
+	}
+	start := time.Now()
+	st, err := strategy.Generate(cfg)
+	if err != nil {
+		return fmt.Errorf("render the install strategy of %s: %w", cfg.Version, err)
+	}
+	cm, err := st.ConfigMap(cfg.Namespace)
+	if err != nil {
+		return fmt.Errorf("encode the install strategy of %s: %w", cfg.Version, err)
+	}
+	fmt.Fprintf(log, "Rendered the install strategy of KubeVirt %s (deployment %s): %d objects, %d bytes encoded, in %s\n",
+		cfg.Version, cfg.ID, len(st.Objects), len(cm.Data[strategy.ManifestsKey]), time.Since(start).Round(time.Millisecond))
+
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return &ExitError{Code: 1, Err: fmt.Errorf("load kubeconfig: %w", err)}
+	}
+	restCfg.UserAgent = "virtop-dump-install-strategy"
+	c, err := client.New(restCfg, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		return &ExitError{Code: 1, Err: fmt.Errorf("build client: %w", err)}
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cm)
+	if err != nil {
+		return fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	}
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u}), client.FieldOwner(strategyFieldManager), client.ForceOwnership); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w (after %s)", err, dumpInstallStrategyTimeout)
+		}
+		return &ExitError{Code: 1, Err: fmt.Errorf("write ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)}
+	}
+	fmt.Fprintf(log, "Wrote ConfigMap %s/%s (server-side apply, field manager %s)\n", cm.Namespace, cm.Name, strategyFieldManager)
+	return nil
+}
+
+// strategyFieldManager is the field manager of everything virtop applies
+// (conventions.md).
+const strategyFieldManager = "virtop"

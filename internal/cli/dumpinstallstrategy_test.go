@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/config"
+)
+
+func jobConfig(t *testing.T, version string) *config.DeploymentConfig {
+	t.Helper()
+	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: "kubevirt"}}
+	kv.Spec.ImageTag = version
+	cfg, err := config.FromKubeVirt(kv, config.Settings{Namespace: "kubevirt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestDumpInstallStrategyErrors checks the exit codes and messages of the
+// failures; the success path runs as a host process against a real API
+// server in internal/strategyjob's operator test.
+func TestDumpInstallStrategyErrors(t *testing.T) {
+	// A cluster that refuses connections.
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", kubeconfig)
+
+	good := jobConfig(t, "v1.5.3")
+	tampered := *good
+	tampered.Namespace = "elsewhere"
+	tests := []struct {
+		name   string
+		env    string
+		code   int
+		stderr []string
+	}{
+		{"no config", "", 2, []string{"$VIRTOP_DEPLOYMENT_CONFIG is empty"}},
+		{"bad JSON", "{not json", 2, []string{"$VIRTOP_DEPLOYMENT_CONFIG", "parse deployment config"}},
+		{"ID does not match", tampered.JSON(), 2, []string{"does not match its content"}},
+		{"version outside the catalog", jobConfig(t, "v9.9.9").JSON(), 2, []string{"render the install strategy of v9.9.9", "not in this virtop's catalog"}},
+		{"cluster unreachable", good.JSON(), 1, []string{"write ConfigMap kubevirt/kubevirt-install-strategy-" + good.ID[:10]}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("VIRTOP_DEPLOYMENT_CONFIG", tt.env)
+			var stdout, stderr bytes.Buffer
+			code := Main([]string{"dump-install-strategy"}, &stdout, &stderr)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr.String())
+			}
+			for _, s := range tt.stderr {
+				if !strings.Contains(stderr.String(), s) {
+					t.Errorf("stderr lacks %q:\n%s", s, stderr.String())
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,275 @@
+package strategyjob_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/components"
+	"github.com/virtop-dev/virtop/internal/controller"
+	"github.com/virtop-dev/virtop/internal/localcluster"
+	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/strategyjob"
+	"github.com/virtop-dev/virtop/internal/testenv"
+)
+
+// The virtop binary, built once for the tests that run it as a host
+// process.
+var (
+	binaryOnce sync.Once
+	binaryDir  string
+	binaryPath string
+	binaryErr  error
+)
+
+func virtopBinary(t *testing.T) string {
+	t.Helper()
+	binaryOnce.Do(func() {
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			binaryErr = err
+			return
+		}
+		if binaryDir, binaryErr = os.MkdirTemp("", "virtop-strategyjob-"); binaryErr != nil {
+			return
+		}
+		binaryPath = filepath.Join(binaryDir, "virtop")
+		cmd := exec.Command("go", "build", "-o", binaryPath, "./cmd/virtop")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binaryErr = fmt.Errorf("go build ./cmd/virtop: %v\n%s", err, out)
+		}
+	})
+	if binaryErr != nil {
+		t.Fatal(binaryErr)
+	}
+	return binaryPath
+}
+
+func cleanupBinary() {
+	if binaryDir != "" {
+		os.RemoveAll(binaryDir)
+	}
+}
+
+// wait polls cond every 250 ms up to timeout.
+func wait(t *testing.T, what string, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		last = why
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
+}
+
+// startOperator runs the operator in-process for namespace ns until the test
+// ends.
+func startOperator(t *testing.T, env *testenv.Env, opts operator.Options) {
+	t.Helper()
+	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
+	mgr, err := operator.New(env.Config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("operator exited with %v", err)
+		}
+	})
+}
+
+// readinessFaker plays kube-controller-manager for the namespace's
+// Deployments and DaemonSets.
+func readinessFaker(t *testing.T, c client.Client, ns string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		for ctx.Err() == nil {
+			var ds appsv1.DeploymentList
+			if err := c.List(ctx, &ds, client.InNamespace(ns)); err == nil {
+				for i := range ds.Items {
+					d := &ds.Items[i]
+					if d.Status.ObservedGeneration != d.Generation || d.Status.AvailableReplicas == 0 {
+						_ = testenv.MarkDeploymentReady(ctx, c, client.ObjectKeyFromObject(d))
+					}
+				}
+			}
+			var dss appsv1.DaemonSetList
+			if err := c.List(ctx, &dss, client.InNamespace(ns)); err == nil {
+				for i := range dss.Items {
+					d := &dss.Items[i]
+					if d.Status.ObservedGeneration != d.Generation || d.Status.NumberReady == 0 {
+						_ = testenv.MarkDaemonSetReady(ctx, c, client.ObjectKeyFromObject(d), 1)
+					}
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+}
+
+func condition(kv *kvv1.KubeVirt, typ kvv1.KubeVirtConditionType) kvv1.KubeVirtCondition {
+	for _, c := range kv.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return kvv1.KubeVirtCondition{}
+}
+
+// runJobAsHostProcess plays the Job's pod: virtop dump-install-strategy
+// with the Job's environment and a kubeconfig for the test's API server.
+func runJobAsHostProcess(t *testing.T, env *testenv.Env, job *batchv1.Job, bin string) (string, error) {
+	t.Helper()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctr := job.Spec.Template.Spec.Containers[0]
+	if len(ctr.Command) != 2 || ctr.Command[0] != "virtop" {
+		t.Fatalf("the Job runs %v, not virtop SUBCOMMAND", ctr.Command)
+	}
+	cmd := exec.Command(bin, ctr.Command[1:]...)
+	cmd.Env = []string{"KUBECONFIG=" + kubeconfig, "HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
+	for _, e := range ctr.Env {
+		cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// TestOperatorInstallsVersionOutsideItsCatalog: an operator limited to
+// v1.5.0 installs v1.5.3 through the strategy Job, which a host process
+// plays.
+func TestOperatorInstallsVersionOutsideItsCatalog(t *testing.T) {
+	env := testenv.Get(t)
+	bin := virtopBinary(t)
+	ns := env.Namespace(t)
+	c := env.Client
+	ctx := context.Background()
+	readinessFaker(t, c, ns)
+	startOperator(t, env, operator.Options{Namespace: ns, CatalogVersions: []string{"v1.5.0"}, StrategyImage: "example.com/virtop:test"})
+
+	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}
+	kv.Spec.ImageTag = "v1.5.3"
+	if err := localcluster.Prepare(kv); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, kv); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(kv)
+
+	// The Job appears, and the resource says it waits for it.
+	var job *batchv1.Job
+	wait(t, "the strategy Job", time.Minute, func() (bool, string) {
+		var jobs batchv1.JobList
+		if err := c.List(ctx, &jobs, client.InNamespace(ns), client.HasLabels{components.InstallStrategyLabel}); err != nil {
+			return false, err.Error()
+		}
+		if len(jobs.Items) != 1 {
+			return false, fmt.Sprintf("%d Jobs", len(jobs.Items))
+		}
+		job = &jobs.Items[0]
+		return true, ""
+	})
+	if !strings.HasPrefix(job.Name, strategyjob.NamePrefix) || job.Spec.Template.Spec.Containers[0].Image != "example.com/virtop:test" {
+		t.Errorf("Job %s runs %s", job.Name, job.Spec.Template.Spec.Containers[0].Image)
+	}
+	wait(t, "StrategyPending on the KubeVirt resource", time.Minute, func() (bool, string) {
+		if err := c.Get(ctx, key, kv); err != nil {
+			return false, err.Error()
+		}
+		p := condition(kv, kvv1.KubeVirtConditionProgressing)
+		return p.Reason == controller.ReasonStrategyPending && strings.Contains(p.Message, job.Name), fmt.Sprintf("Progressing %s %s: %s", p.Status, p.Reason, p.Message)
+	})
+	if id := job.Annotations[components.InstallStrategyIdentifierAnnotation]; id != kv.Status.TargetDeploymentID {
+		t.Errorf("Job for deployment %s, target %s", id, kv.Status.TargetDeploymentID)
+	}
+
+	// The host process plays the pod; the test plays the Job controller.
+	out, err := runJobAsHostProcess(t, env, job, bin)
+	if err != nil {
+		t.Fatalf("virtop dump-install-strategy: %v\n%s", err, out)
+	}
+	t.Logf("virtop dump-install-strategy:\n%s", out)
+	if !strings.Contains(out, "Wrote ConfigMap "+ns+"/"+strategy.ConfigMapName(kv.Status.TargetDeploymentID)) {
+		t.Errorf("the process did not say what it wrote:\n%s", out)
+	}
+	// A retried pod is harmless: the apply is idempotent.
+	if out, err := runJobAsHostProcess(t, env, job, bin); err != nil {
+		t.Fatalf("second run: %v\n%s", err, out)
+	}
+	if err := finishJob(ctx, c, client.ObjectKeyFromObject(job), true, "", ""); err != nil {
+		t.Fatal(err)
+	}
+
+	// The install reaches Available with v1.5.3.
+	wait(t, "Available=True", 3*time.Minute, func() (bool, string) {
+		if err := c.Get(ctx, key, kv); err != nil {
+			return false, err.Error()
+		}
+		a, p := condition(kv, kvv1.KubeVirtConditionAvailable), condition(kv, kvv1.KubeVirtConditionProgressing)
+		return a.Status == corev1.ConditionTrue && p.Status == corev1.ConditionFalse,
+			fmt.Sprintf("phase %s, Available %s (%s), Progressing %s: %s", kv.Status.Phase, a.Status, a.Message, p.Status, p.Message)
+	})
+	if kv.Status.ObservedKubeVirtVersion != "v1.5.3" {
+		t.Errorf("observed version %q", kv.Status.ObservedKubeVirtVersion)
+	}
+	if d := condition(kv, kvv1.KubeVirtConditionDegraded); d.Status != corev1.ConditionFalse {
+		t.Errorf("Degraded %s: %s", d.Status, d.Message)
+	}
+	for _, name := range []string{"virt-api", "virt-controller"} {
+		d := &appsv1.Deployment{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+			t.Fatalf("Deployment %s: %v", name, err)
+		}
+		if img := d.Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":v1.5.3") {
+			t.Errorf("Deployment %s runs %s, want v1.5.3", name, img)
+		}
+		if v := d.Labels[strategy.VersionLabel]; v != "v1.5.3" {
+			t.Errorf("Deployment %s labelled version %q", name, v)
+		}
+	}
+	// The finished Job is deleted once the strategy loaded (in the
+	// foreground; with no garbage collector here it keeps its finalizer).
+	wait(t, "the finished Job deleted", time.Minute, func() (bool, string) {
+		cur := &batchv1.Job{}
+		err := c.Get(ctx, client.ObjectKeyFromObject(job), cur)
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return cur.DeletionTimestamp != nil, "not deleted"
+	})
+}
