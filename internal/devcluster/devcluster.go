@@ -44,7 +44,7 @@ var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$`)
 // Cluster names one local cluster and where its state lives. It holds no
 // connection; methods open what they need.
 type Cluster struct {
-	// Name is the cluster's name (kwokctl names it kwok-<Name>).
+	// Name is the cluster's name (kwokctl's too; its kubeconfig context is kwok-<Name>).
 	Name string
 	// StateDir is ${XDG_STATE_HOME:-$HOME/.local/state}/virtop/<Name>.
 	StateDir string
@@ -100,13 +100,10 @@ func (c *Cluster) OperatorPIDFile() string { return filepath.Join(c.StateDir, "o
 // KwokWorkdir is kwokctl's work directory (KWOK_WORKDIR) for this cluster.
 func (c *Cluster) KwokWorkdir() string { return filepath.Join(c.StateDir, "kwok") }
 
-// kwokName is the name kwokctl gives the cluster.
-func (c *Cluster) kwokName() string { return "kwok-" + c.Name }
-
 // KwokClusterDir is where kwokctl keeps this cluster's files (its config,
 // copied binaries, pids/, logs/, etcd data).
 func (c *Cluster) KwokClusterDir() string {
-	return filepath.Join(c.KwokWorkdir(), "clusters", c.kwokName())
+	return filepath.Join(c.KwokWorkdir(), "clusters", c.Name)
 }
 
 // Exists reports whether kwokctl has a cluster of this name in the state

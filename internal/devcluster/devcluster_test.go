@@ -21,7 +21,7 @@ func TestNewNamesAndPaths(t *testing.T) {
 	if c.Kubeconfig() != "/tmp/xdg/virtop/virtop/kubeconfig" || c.OperatorPIDFile() != "/tmp/xdg/virtop/virtop/operator.pid" {
 		t.Errorf("paths: %s %s", c.Kubeconfig(), c.OperatorPIDFile())
 	}
-	if c.KwokClusterDir() != "/tmp/xdg/virtop/virtop/kwok/clusters/kwok-virtop" {
+	if c.KwokClusterDir() != "/tmp/xdg/virtop/virtop/kwok/clusters/virtop" {
 		t.Errorf("kwok dir: %s", c.KwokClusterDir())
 	}
 	for _, bad := range []string{"UP", "a_b", "-a", "a-", strings.Repeat("a", 41), "../x"} {

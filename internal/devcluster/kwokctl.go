@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,22 +86,115 @@ func (c *Cluster) kwokctl(ctx context.Context, t Tools, out io.Writer, args ...s
 
 // createCluster runs `kwokctl create cluster --runtime binary` with every
 // binary path given, writing the kubeconfig into the state directory.
+//
+// kwokctl picks ports by counting down from 32767 and test-binding each, so
+// two kwokctl processes with different work directories (two engineers, two
+// test suites) pick the same ports at the same moment, and one cluster fails
+// with "address already in use". Ports are chosen here instead, at random
+// below the kernel's ephemeral range, and creation is retried with new ports
+// if a component could not bind.
 func (c *Cluster) createCluster(ctx context.Context, t Tools) error {
 	if err := os.MkdirAll(c.StateDir, 0o755); err != nil {
 		return err
 	}
-	return c.kwokctl(ctx, t, nil, "create", "cluster",
-		"--runtime", "binary",
-		"--kubeconfig", c.Kubeconfig(),
-		"--kube-apiserver-binary", t.KubeAPIServer,
-		"--kube-controller-manager-binary", t.KubeControllerManager,
-		"--kube-scheduler-binary", t.KubeScheduler,
-		"--kwok-controller-binary", t.KwokController,
-		"--etcd-binary", t.Etcd,
-		"--disable-qps-limits",
-		"--quiet-pull",
-		"--timeout", "2m",
-	)
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		var ports []uint32
+		ports, err = freePorts(6)
+		if err != nil {
+			return err
+		}
+		// etcd's peer port has no flag: it goes through a configuration file,
+		// which also keeps kwokctl from reading ~/.kwok/kwok.yaml.
+		conf := fmt.Sprintf("apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokctlConfiguration\noptions:\n  etcdPeerPort: %d\n", ports[5])
+		confPath := filepath.Join(c.StateDir, "kwokctl.yaml")
+		if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+			return err
+		}
+		err = c.kwokctl(ctx, t, nil, "create", "cluster",
+			"--config", confPath,
+			"--runtime", "binary",
+			"--kubeconfig", c.Kubeconfig(),
+			"--kube-apiserver-binary", t.KubeAPIServer,
+			"--kube-controller-manager-binary", t.KubeControllerManager,
+			"--kube-scheduler-binary", t.KubeScheduler,
+			"--kwok-controller-binary", t.KwokController,
+			"--etcd-binary", t.Etcd,
+			"--kube-apiserver-port", strconv.Itoa(int(ports[0])),
+			"--etcd-port", strconv.Itoa(int(ports[1])),
+			"--kube-controller-manager-port", strconv.Itoa(int(ports[2])),
+			"--kube-scheduler-port", strconv.Itoa(int(ports[3])),
+			"--controller-port", strconv.Itoa(int(ports[4])),
+			// With leader election, kube-controller-manager and kube-scheduler
+			// exit when the API server is away longer than their renew deadline
+			// (10 s), and nothing restarts them; one instance needs no election.
+			"--extra-args", "kube-controller-manager=leader-elect=false",
+			"--extra-args", "kube-scheduler=leader-elect=false",
+			"--disable-qps-limits",
+			"--quiet-pull",
+			"--timeout", "2m",
+		)
+		if err == nil {
+			if !c.kwokRunning() {
+				err = fmt.Errorf("kwokctl created cluster %s but kube-apiserver is not running", c.Name)
+			} else {
+				return nil
+			}
+		}
+		if !c.portClash() {
+			return err
+		}
+		// Another process took a port meanwhile: start over with new ones.
+		_ = c.deleteCluster(ctx, t)
+		for _, pid := range c.kwokPIDs() {
+			_ = terminate(ctx, pid, 5*time.Second)
+		}
+		_ = os.RemoveAll(c.KwokClusterDir())
+	}
+	return err
+}
+
+// portClash reports whether a component's log says a port was taken.
+func (c *Cluster) portClash() bool {
+	logs, _ := filepath.Glob(filepath.Join(c.KwokClusterDir(), "logs", "*.log"))
+	for _, l := range logs {
+		if raw, err := os.ReadFile(l); err == nil && bytes.Contains(raw, []byte("address already in use")) {
+			return true
+		}
+	}
+	return false
+}
+
+// freePorts returns n distinct TCP ports in [20000, 32000) that are free on
+// every address right now.
+func freePorts(n int) ([]uint32, error) {
+	seen := map[uint32]bool{}
+	var out []uint32
+	for tries := 0; len(out) < n && tries < 1000; tries++ {
+		p := uint32(20000 + mrand.IntN(12000))
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		if portFree(p) {
+			out = append(out, p)
+		}
+	}
+	if len(out) < n {
+		return nil, fmt.Errorf("cannot find %d free TCP ports", n)
+	}
+	return out, nil
+}
+
+func portFree(p uint32) bool {
+	for _, host := range []string{"127.0.0.1", ""} {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(int(p))))
+		if err != nil {
+			return false
+		}
+		_ = l.Close()
+	}
+	return true
 }
 
 // startCluster runs `kwokctl start cluster` (all components).
@@ -199,7 +294,8 @@ func (comp Component) pidPath() string {
 	return filepath.Join(comp.WorkDir, "pids", filepath.Base(comp.Binary)+".pid")
 }
 
-func (comp Component) logPath() string {
+// LogPath is where the component writes its output.
+func (comp Component) LogPath() string {
 	return filepath.Join(comp.WorkDir, "logs", filepath.Base(comp.Binary)+".log")
 }
 
@@ -264,13 +360,13 @@ func (c *Cluster) StartComponent(name string) (int, error) {
 	if pid, ok := comp.PID(); ok {
 		return pid, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(comp.logPath()), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(comp.LogPath()), 0o755); err != nil {
 		return 0, err
 	}
 	if err := os.MkdirAll(filepath.Dir(comp.pidPath()), 0o755); err != nil {
 		return 0, err
 	}
-	logf, err := os.OpenFile(comp.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := os.OpenFile(comp.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return 0, err
 	}

@@ -120,6 +120,7 @@ func TestAPIServerStopStart(t *testing.T) {
 	if err != nil || got.Data["k"] != "v" {
 		t.Fatalf("ConfigMap after restart: %v %v", got, err)
 	}
+	env.CheckComponents(t)
 }
 
 // etcd can be stopped and started on its own: the API server is not ready
@@ -141,7 +142,14 @@ func TestEtcdStopStart(t *testing.T) {
 		_, err := env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		return err == nil, err
 	})
-	_ = ctx
+	env.CheckComponents(t)
+
+	// The cluster still works: a Deployment becomes available.
+	d := framework.PauseDeployment(ns, "after-etcd", 1)
+	if _, err := env.Kube.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitDeploymentAvailable(t, ns, d.Name, 0)
 }
 
 // The process helpers see a child's PID, exit and exit code, and keep its log.

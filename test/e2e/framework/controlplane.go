@@ -140,3 +140,19 @@ func (e *Env) StartCluster(t testing.TB) {
 		t.Fatalf("kwokctl start cluster: %v", err)
 	}
 }
+
+// CheckComponents fails the test if a process of the cluster is not
+// running (for example a controller that exited while the API server was
+// away), naming it and where its log is.
+func (e *Env) CheckComponents(t testing.TB) {
+	t.Helper()
+	comps, err := e.Cluster.Components()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range comps {
+		if _, ok := c.PID(); !ok {
+			t.Errorf("cluster component %s is not running; its log: %s", c.Name, c.LogPath())
+		}
+	}
+}

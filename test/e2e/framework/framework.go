@@ -109,6 +109,13 @@ func run(m *testing.M) (code int, err error) {
 	}
 	ctx := context.Background()
 	defer func() {
+		if code != 0 || err != nil {
+			// Delete removes the components' logs with the cluster: keep a copy.
+			keep := filepath.Join(env.Dir, "cluster-logs")
+			if cerr := os.CopyFS(keep, os.DirFS(filepath.Join(env.Cluster.KwokClusterDir(), "logs"))); cerr == nil {
+				fmt.Fprintf(os.Stderr, "e2e: the cluster's component logs are in %s\n", keep)
+			}
+		}
 		fmt.Printf("e2e: deleting cluster %s\n", env.Cluster.Name)
 		if _, derr := env.Cluster.Delete(ctx, os.Stdout, 10*time.Second); derr != nil && err == nil {
 			err = fmt.Errorf("deleting the suite's cluster: %w", derr)
