@@ -1,0 +1,78 @@
+package main
+
+import rbacv1 "k8s.io/api/rbac/v1"
+
+// ownRule is a permission the operator needs for its own work (not to grant
+// the components their roles), with the reason printed above it.
+type ownRule struct {
+	why  string
+	rule rbacv1.PolicyRule
+}
+
+func rule(group string, resources []string, verbs ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{group}, Resources: resources, Verbs: verbs}
+}
+
+// manageVerbs: the cache lists and watches every managed kind cluster-wide
+// (label-scoped, which RBAC cannot express), server-side apply is a patch
+// (creating through apply needs create as well), prune and uninstall delete.
+var manageVerbs = []string{"get", "list", "watch", "create", "patch", "delete"}
+
+// ownClusterRules are what the operator itself does cluster-wide. Keep in
+// step with internal/operator (caches, watches) and internal/controller
+// (managedKinds, uninstall, status).
+var ownClusterRules = []ownRule{
+	{"The KubeVirt resource: cached and watched, finalizer added and removed (patch), one per cluster checked by the webhook (list).",
+		rule("kubevirt.io", []string{"kubevirts"}, "get", "list", "watch", "patch")},
+	{"The KubeVirt resource's status (field manager virtop-status). The operator never writes the spec.",
+		rule("kubevirt.io", []string{"kubevirts/status"}, "patch")},
+	{"virtop's monitoring tuning resource (KubeVirtMonitoring): read and watched.",
+		rule("virtop.dev", []string{"kubevirtmonitorings"}, "get", "list", "watch")},
+	{"The KubeVirtMonitoring resource's status (its Accepted and Applied conditions).",
+		rule("virtop.dev", []string{"kubevirtmonitorings/status"}, "patch")},
+	{"Core kinds of the install strategy, applied, pruned and uninstalled (Secrets and ConfigMaps also hold certificates and install strategies).",
+		rule("", []string{"configmaps", "secrets", "serviceaccounts", "services"}, manageVerbs...)},
+	{"Workloads of the install strategy.",
+		rule("apps", []string{"daemonsets", "deployments"}, manageVerbs...)},
+	{"virt-api's PodDisruptionBudget, sized by the plan.",
+		rule("policy", []string{"poddisruptionbudgets"}, manageVerbs...)},
+	{"RBAC of the install strategy. Creating roles also needs every permission they grant: see the generated rules below (no escalate or bind verb).",
+		rule("rbac.authorization.k8s.io", []string{"clusterrolebindings", "clusterroles", "rolebindings", "roles"}, manageVerbs...)},
+	{"KubeVirt's CRDs: applied and, on uninstall, deleted once empty; metadata watched cluster-wide for the capability gates, gated CRDs read in full.",
+		rule("apiextensions.k8s.io", []string{"customresourcedefinitions"}, manageVerbs...)},
+	{"KubeVirt's admission webhooks and admission policies.",
+		rule("admissionregistration.k8s.io", []string{"mutatingwebhookconfigurations", "validatingadmissionpolicies", "validatingadmissionpolicybindings", "validatingwebhookconfigurations"}, manageVerbs...)},
+	{"virt-api's APIServices (subresources.kubevirt.io), registered once virt-api serves.",
+		rule("apiregistration.k8s.io", []string{"apiservices"}, manageVerbs...)},
+	{"The common instancetypes and preferences.",
+		rule("instancetype.kubevirt.io", []string{"virtualmachineclusterinstancetypes", "virtualmachineclusterpreferences"}, manageVerbs...)},
+	{"Monitoring (gated on the Prometheus operator's API): ServiceMonitor and PrometheusRule, placed in the monitoring namespace the plan resolves.",
+		rule("monitoring.coreos.com", []string{"prometheusrules", "servicemonitors"}, manageVerbs...)},
+	{"Monitoring resolution: which Prometheus selects KubeVirt's ServiceMonitor, and its namespace and ServiceAccount.",
+		rule("monitoring.coreos.com", []string{"prometheuses"}, "get", "list", "watch")},
+	{"Monitoring resolution: the namespace and ServiceAccount of the Prometheus found.",
+		rule("", []string{"namespaces", "serviceaccounts"}, "get")},
+	{"OpenShift only (gated): the Route of virt-exportproxy.",
+		rule("route.openshift.io", []string{"routes"}, manageVerbs...)},
+	{"OpenShift only (gated): KubeVirt's SecurityContextConstraints.",
+		rule("security.openshift.io", []string{"securitycontextconstraints"}, manageVerbs...)},
+	{"Node count (virt-api replicas and PodDisruptionBudget): metadata-only watch.",
+		rule("", []string{"nodes"}, "get", "list", "watch")},
+	{"The dump-install-strategy Job (versions outside the catalog) carries the managed-by label and is watched cluster-wide like every managed kind.",
+		rule("batch", []string{"jobs"}, "get", "list", "watch", "create", "delete")},
+}
+
+// ownNamespacedRules are what the operator does in its install namespace
+// only (a Role there).
+var ownNamespacedRules = []ownRule{
+	{"Leader election among the replicas (Lease virt-operator).",
+		rule("coordination.k8s.io", []string{"leases"}, "get", "create", "update")},
+	{"Events on the KubeVirt resource and on leader election.",
+		rule("events.k8s.io", []string{"events"}, "create", "patch")},
+	{"Events through the core API (leader election with older recorders).",
+		rule("", []string{"events"}, "create", "patch")},
+	{"Why the dump-install-strategy Job's pod does not run (unschedulable, image pull errors).",
+		rule("", []string{"pods"}, "list")},
+	{"Whether virt-api really serves, probed through the API server's service proxy before the APIServices are registered.",
+		rule("", []string{"services/proxy"}, "get")},
+}
