@@ -1,0 +1,712 @@
+// Package placement decides where virtop's monitoring objects go and how
+// they are labelled so that a Prometheus really selects them: the user's
+// settings, else a Prometheus found through its custom resource, else
+// upstream's default account, else the install namespace. It is pure: the
+// caller gathers the facts (Input) from the live cluster.
+//
+// Selector semantics follow prometheus-operator: a nil serviceMonitorSelector
+// or ruleSelector selects nothing, `{}` selects everything; a nil namespace
+// selector means the Prometheus's own namespace only, `{}` every namespace.
+package placement
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/virtop-dev/virtop/internal/config"
+)
+
+// Reasons of the MonitoringReady condition.
+const (
+	// ReasonNoMonitoringAPI: the monitoring.coreos.com API is not served;
+	// nothing is applied.
+	ReasonNoMonitoringAPI = "NoMonitoringAPI"
+	// ReasonNoPrometheusFound: no Prometheus resource, no user setting and
+	// no default account; the objects stay in the install namespace.
+	ReasonNoPrometheusFound = "NoPrometheusFound"
+	// ReasonNotSelected: Prometheus resources exist but none selects the
+	// objects; the message names what would fix it.
+	ReasonNotSelected = "NotSelected"
+	// ReasonApplied: the objects are placed where a Prometheus selects
+	// them (or where the user or upstream's default account says).
+	ReasonApplied = "Applied"
+)
+
+// Reasons lists every reason, for metrics.
+var Reasons = []string{ReasonNoMonitoringAPI, ReasonNoPrometheusFound, ReasonNotSelected, ReasonApplied}
+
+// Upstream's defaults for the monitor account (install/strategy.go).
+var (
+	DefaultMonitorNamespaces = []string{"openshift-monitoring", "monitoring"}
+	DefaultMonitorAccount    = config.DefaultMonitorAccount
+)
+
+// ClusterMonitoringLabel is the namespace label OpenShift's platform
+// Prometheus selects namespaces by.
+const ClusterMonitoringLabel = "openshift.io/cluster-monitoring"
+
+// ExistsValue is the value given to a label that a selector only requires
+// to exist.
+const ExistsValue = "true"
+
+// PrometheusInfo is what placement needs of a Prometheus resource.
+type PrometheusInfo struct {
+	Namespace, Name   string
+	CreationTimestamp time.Time
+	// ServiceAccountName is the Prometheus pods' account ("default" when
+	// the resource names none, as prometheus-operator does).
+	ServiceAccountName              string
+	ServiceMonitorSelector          *metav1.LabelSelector
+	ServiceMonitorNamespaceSelector *metav1.LabelSelector
+	RuleSelector                    *metav1.LabelSelector
+	RuleNamespaceSelector           *metav1.LabelSelector
+	// IgnoreNamespaceSelectors limits each ServiceMonitor to targets in its
+	// own namespace.
+	IgnoreNamespaceSelectors bool
+}
+
+// FromPrometheus extracts the PrometheusInfo of a resource.
+func FromPrometheus(p *monitoringv1.Prometheus) PrometheusInfo {
+	sa := p.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	return PrometheusInfo{
+		Namespace:                       p.Namespace,
+		Name:                            p.Name,
+		CreationTimestamp:               p.CreationTimestamp.Time,
+		ServiceAccountName:              sa,
+		ServiceMonitorSelector:          p.Spec.ServiceMonitorSelector.DeepCopy(),
+		ServiceMonitorNamespaceSelector: p.Spec.ServiceMonitorNamespaceSelector.DeepCopy(),
+		RuleSelector:                    p.Spec.RuleSelector.DeepCopy(),
+		RuleNamespaceSelector:           p.Spec.RuleNamespaceSelector.DeepCopy(),
+		IgnoreNamespaceSelectors:        p.Spec.IgnoreNamespaceSelectors,
+	}
+}
+
+func (p PrometheusInfo) key() string { return p.Namespace + "/" + p.Name }
+
+// Input is what the live cluster and the KubeVirt resource say.
+type Input struct {
+	// Settings are the user's monitorNamespace, monitorAccount and
+	// serviceMonitorNamespace.
+	Settings config.Monitoring
+	// InstallNamespace is KubeVirt's namespace, home of the targets and,
+	// normally, of the PrometheusRule.
+	InstallNamespace string
+	// ServiceMonitorAPI and PrometheusRuleAPI say whether those
+	// monitoring.coreos.com/v1 resources are served.
+	ServiceMonitorAPI, PrometheusRuleAPI bool
+	// Prometheuses are the Prometheus resources found, in any order.
+	Prometheuses []PrometheusInfo
+	// Namespaces holds the labels of the namespaces that matter (the
+	// install namespace, the user's namespaces, the Prometheuses'); a
+	// namespace missing from a non-nil map does not exist. A nil map means
+	// "not read": every namespace is taken to exist without labels.
+	Namespaces map[string]map[string]string
+	// Accounts are the ServiceAccounts found among AccountCandidates.
+	Accounts []types.NamespacedName
+	// OpenShift is true on OpenShift: virtop then labels the install
+	// namespace openshift.io/cluster-monitoring=true when the platform
+	// Prometheus needs it to select the objects there.
+	OpenShift bool
+}
+
+// Objects are the labels the monitoring objects carry whatever the
+// placement (component labels and the labels the strategy stamps); a
+// selector must be met with them, not against them.
+type Objects struct {
+	ServiceMonitorLabels map[string]string
+	RuleLabels           map[string]string
+}
+
+// Placement is where the monitoring objects go and how they are labelled.
+type Placement struct {
+	// ServiceMonitorNamespace is where the ServiceMonitor goes.
+	ServiceMonitorNamespace string
+	// RuleNamespace is where the PrometheusRule goes.
+	RuleNamespace string
+	// Subjects of the RoleBinding kubevirt-monitoring; none means no
+	// account is known.
+	Subjects []rbacv1.Subject
+	// Labels are added to the ServiceMonitor, RuleLabels to the
+	// PrometheusRule, so the chosen Prometheus's selectors match them.
+	Labels     map[string]string
+	RuleLabels map[string]string
+	// InstallNamespaceLabels are added to the install namespace (OpenShift:
+	// openshift.io/cluster-monitoring=true).
+	InstallNamespaceLabels map[string]string
+	// Prometheus is the chosen Prometheus, "namespace/name", if any.
+	Prometheus string
+	// Selected is true when the chosen Prometheus selects both objects.
+	Selected bool
+	// Reason is one of the Reason constants; Message says what was decided
+	// and, when nothing selects the objects, what would fix it.
+	Reason  string
+	Message string
+}
+
+// UserSet reports whether the user named where monitoring goes.
+func UserSet(s config.Monitoring) bool {
+	return s.MonitorNamespace != "" || s.MonitorAccount != "" || s.ServiceMonitorNamespace != ""
+}
+
+// AccountCandidates are the ServiceAccounts worth looking up: the user's
+// account in the user's namespace, else in upstream's default namespaces.
+// Nothing is looked up when Prometheus resources exist and the user named
+// no account.
+func AccountCandidates(s config.Monitoring, havePrometheus bool) []types.NamespacedName {
+	if havePrometheus && s.MonitorAccount == "" {
+		return nil
+	}
+	if s.MonitorNamespace != "" && s.MonitorAccount != "" {
+		return nil // fully named: nothing to detect
+	}
+	account := s.MonitorAccount
+	if account == "" {
+		account = DefaultMonitorAccount
+	}
+	namespaces := DefaultMonitorNamespaces
+	if s.MonitorNamespace != "" {
+		namespaces = []string{s.MonitorNamespace}
+	}
+	out := make([]types.NamespacedName, 0, len(namespaces))
+	for _, ns := range namespaces {
+		out = append(out, types.NamespacedName{Namespace: ns, Name: account})
+	}
+	return out
+}
+
+// NamespacesToRead are the namespaces whose labels Resolve may look at.
+func NamespacesToRead(in Input) []string {
+	set := map[string]bool{in.InstallNamespace: true}
+	for _, ns := range []string{in.Settings.MonitorNamespace, in.Settings.ServiceMonitorNamespace} {
+		if ns != "" {
+			set[ns] = true
+		}
+	}
+	for _, p := range in.Prometheuses {
+		set[p.Namespace] = true
+	}
+	out := make([]string, 0, len(set))
+	for ns := range set {
+		out = append(out, ns)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Resolve decides the placement.
+func Resolve(in Input, objs Objects) Placement {
+	if !in.ServiceMonitorAPI && !in.PrometheusRuleAPI {
+		return Placement{
+			Reason:  ReasonNoMonitoringAPI,
+			Message: "The monitoring.coreos.com/v1 API (ServiceMonitor, PrometheusRule) is not served; install prometheus-operator's CRDs to get KubeVirt's monitoring",
+		}
+	}
+	r := resolver{in: in, objs: objs}
+	proms := sortedPrometheuses(in.Prometheuses)
+	s := in.Settings
+
+	out := Placement{RuleNamespace: in.InstallNamespace}
+	var fixes []string
+
+	// Where the ServiceMonitor goes when the user says.
+	userSM := s.ServiceMonitorNamespace
+	if userSM == "" {
+		userSM = s.MonitorNamespace
+	}
+	if userSM != "" && !r.namespaceExists(userSM) {
+		fixes = append(fixes, fmt.Sprintf("namespace %s (spec.%s) does not exist; the ServiceMonitor stays in %s until it does",
+			userSM, userField(s), in.InstallNamespace))
+		userSM = in.InstallNamespace
+	}
+
+	var chosen *choice
+	if len(proms) > 0 {
+		chosen, fixes = r.choose(proms, userSM, fixes)
+	}
+
+	switch {
+	case chosen != nil:
+		out.Prometheus = chosen.prom.key()
+		out.ServiceMonitorNamespace = chosen.smNamespace
+		out.Labels = chosen.smLabels
+		if chosen.ruleOK {
+			out.RuleNamespace = chosen.ruleNamespace
+			out.RuleLabels = chosen.ruleLabels
+		}
+		out.InstallNamespaceLabels = chosen.installNSLabels
+		out.Selected = chosen.smOK && chosen.ruleOK
+	case userSM != "":
+		out.ServiceMonitorNamespace = userSM
+	default:
+		out.ServiceMonitorNamespace = in.InstallNamespace
+	}
+
+	// Subjects: the user's account, else every Prometheus's, else the
+	// default account found.
+	defaultAccount, haveDefault := r.firstAccount()
+	switch {
+	case s.MonitorNamespace != "" || s.MonitorAccount != "":
+		account := s.MonitorAccount
+		if account == "" {
+			account = DefaultMonitorAccount
+		}
+		ns := s.MonitorNamespace
+		switch {
+		case ns != "":
+		case haveDefault:
+			ns = defaultAccount.Namespace
+		case chosen != nil:
+			ns = chosen.prom.Namespace
+		default:
+			ns = DefaultMonitorNamespaces[len(DefaultMonitorNamespaces)-1]
+		}
+		out.Subjects = []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: account, Namespace: ns}}
+	case len(proms) > 0:
+		out.Subjects = prometheusSubjects(proms)
+	case haveDefault:
+		out.Subjects = []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: defaultAccount.Name, Namespace: defaultAccount.Namespace}}
+	}
+	if chosen == nil && userSM == "" && len(proms) == 0 && haveDefault {
+		out.ServiceMonitorNamespace = defaultAccount.Namespace
+	}
+	if !in.ServiceMonitorAPI {
+		out.ServiceMonitorNamespace = ""
+		out.Labels = nil
+		out.Subjects = nil
+	}
+	if !in.PrometheusRuleAPI {
+		out.RuleNamespace = ""
+		out.RuleLabels = nil
+	}
+
+	// Reason and message.
+	where := r.describeWhere(out)
+	switch {
+	case len(proms) > 0 && out.Selected:
+		out.Reason = ReasonApplied
+		out.Message = fmt.Sprintf("Selected by Prometheus %s: %s", out.Prometheus, where)
+	case len(proms) > 0:
+		out.Reason = ReasonNotSelected
+		out.Message = fmt.Sprintf("No Prometheus selects %s: %s. %s", r.unselected(chosen), strings.Join(fixes, "; "), where)
+	case UserSet(s):
+		out.Reason = ReasonApplied
+		out.Selected = true
+		out.Message = "Placed as the KubeVirt resource says (no Prometheus resource to check its selectors against): " + where
+	case haveDefault:
+		out.Reason = ReasonApplied
+		out.Selected = true
+		out.Message = fmt.Sprintf("Placed for upstream's default account %s (no Prometheus resource to check its selectors against): %s", defaultAccount, where)
+	default:
+		out.Reason = ReasonNoPrometheusFound
+		out.Message = fmt.Sprintf("No Prometheus resource and no account %s in %s found; set spec.monitorNamespace/monitorAccount or deploy a Prometheus: %s",
+			DefaultMonitorAccount, strings.Join(DefaultMonitorNamespaces, " or "), where)
+	}
+	if len(fixes) > 0 && out.Reason != ReasonNotSelected {
+		out.Message += ". " + strings.Join(fixes, "; ")
+	}
+	return out
+}
+
+func userField(s config.Monitoring) string {
+	if s.ServiceMonitorNamespace != "" {
+		return "serviceMonitorNamespace"
+	}
+	return "monitorNamespace"
+}
+
+func sortedPrometheuses(in []PrometheusInfo) []PrometheusInfo {
+	out := append([]PrometheusInfo(nil), in...)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if !a.CreationTimestamp.Equal(b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(b.CreationTimestamp)
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.Namespace < b.Namespace
+	})
+	return out
+}
+
+func prometheusSubjects(proms []PrometheusInfo) []rbacv1.Subject {
+	seen := map[string]bool{}
+	var out []rbacv1.Subject
+	for _, p := range proms {
+		k := p.Namespace + "/" + p.ServiceAccountName
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: p.ServiceAccountName, Namespace: p.Namespace})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+type resolver struct {
+	in   Input
+	objs Objects
+}
+
+func (r resolver) namespaceExists(ns string) bool {
+	if r.in.Namespaces == nil {
+		return true
+	}
+	_, ok := r.in.Namespaces[ns]
+	return ok
+}
+
+func (r resolver) namespaceLabels(ns string) map[string]string {
+	return r.in.Namespaces[ns]
+}
+
+// firstAccount is the first candidate account that exists, in
+// AccountCandidates order.
+func (r resolver) firstAccount() (types.NamespacedName, bool) {
+	found := map[types.NamespacedName]bool{}
+	for _, a := range r.in.Accounts {
+		found[a] = true
+	}
+	for _, c := range AccountCandidates(r.in.Settings, false) {
+		if found[c] {
+			return c, true
+		}
+	}
+	return types.NamespacedName{}, false
+}
+
+// choice is one Prometheus evaluated.
+type choice struct {
+	prom                   PrometheusInfo
+	smOK, ruleOK           bool
+	smNamespace            string
+	smLabels               map[string]string
+	ruleNamespace          string
+	ruleLabels             map[string]string
+	installNSLabels        map[string]string
+	smProblem, ruleProblem string
+}
+
+// choose picks the Prometheus: the first (by creation time, then name)
+// that selects both objects, else the first that selects the
+// ServiceMonitor; with a ServiceMonitor namespace set by the user, only
+// Prometheuses watching that namespace count. It returns the fixes that
+// would make the objects selected when none is fully satisfied.
+func (r resolver) choose(proms []PrometheusInfo, userSM string, fixes []string) (*choice, []string) {
+	var firstSM, first *choice
+	for _, p := range proms {
+		c := r.evaluate(p, userSM)
+		if c.smOK && c.ruleOK {
+			return c, fixes
+		}
+		if first == nil {
+			first = c
+		}
+		if c.smOK && firstSM == nil {
+			firstSM = c
+		}
+	}
+	pick := firstSM
+	if pick == nil {
+		pick = first
+	}
+	if !pick.smOK && r.in.ServiceMonitorAPI {
+		fixes = append(fixes, pick.smProblem)
+	}
+	if !pick.ruleOK && r.in.PrometheusRuleAPI {
+		fixes = append(fixes, pick.ruleProblem)
+	}
+	if !pick.smOK {
+		// Nothing selects the ServiceMonitor: it goes where the user said
+		// or stays in the install namespace, with no labels.
+		pick.smNamespace = userSM
+		if pick.smNamespace == "" {
+			pick.smNamespace = r.in.InstallNamespace
+		}
+		pick.smLabels = nil
+	}
+	return pick, fixes
+}
+
+// evaluate checks one Prometheus: where each object would be selected and
+// with which labels.
+func (r resolver) evaluate(p PrometheusInfo, userSM string) *choice {
+	c := &choice{prom: p, smOK: !r.in.ServiceMonitorAPI, ruleOK: !r.in.PrometheusRuleAPI}
+	install := r.in.InstallNamespace
+	if r.in.ServiceMonitorAPI {
+		candidates := []string{p.Namespace, install}
+		switch {
+		case userSM != "":
+			candidates = []string{userSM}
+		case p.IgnoreNamespaceSelectors:
+			candidates = []string{install}
+		}
+		var problems []string
+		for _, ns := range dedupe(candidates) {
+			labels, nsLabels, problem := r.selects(p, "ServiceMonitor", p.ServiceMonitorSelector, "serviceMonitorSelector",
+				p.ServiceMonitorNamespaceSelector, "serviceMonitorNamespaceSelector", ns, r.objs.ServiceMonitorLabels)
+			if problem == "" && p.IgnoreNamespaceSelectors && ns != install {
+				problem = fmt.Sprintf("Prometheus %s ignores namespace selectors (ignoreNamespaceSelectors), so a ServiceMonitor in %s finds no targets in %s; set spec.serviceMonitorNamespace to %s",
+					p.key(), ns, install, install)
+			}
+			if problem == "" {
+				c.smOK, c.smNamespace, c.smLabels = true, ns, labels
+				c.installNSLabels = merge(c.installNSLabels, nsLabels)
+				break
+			}
+			problems = append(problems, problem)
+		}
+		if !c.smOK {
+			c.smProblem = problems[0]
+		}
+	}
+	if r.in.PrometheusRuleAPI {
+		var problems []string
+		for _, ns := range dedupe([]string{install, p.Namespace}) {
+			labels, nsLabels, problem := r.selects(p, "PrometheusRule", p.RuleSelector, "ruleSelector",
+				p.RuleNamespaceSelector, "ruleNamespaceSelector", ns, r.objs.RuleLabels)
+			if problem == "" {
+				c.ruleOK, c.ruleNamespace, c.ruleLabels = true, ns, labels
+				c.installNSLabels = merge(c.installNSLabels, nsLabels)
+				break
+			}
+			problems = append(problems, problem)
+		}
+		if !c.ruleOK {
+			c.ruleProblem = problems[0]
+		}
+	}
+	return c
+}
+
+// selects checks whether Prometheus p would select an object of kind with
+// fixed labels placed in namespace ns, once given the returned labels. The
+// namespace labels returned are what virtop adds to the install namespace
+// (OpenShift only). A non-empty problem says why not and what would fix it.
+func (r resolver) selects(p PrometheusInfo, kind string, sel *metav1.LabelSelector, selField string,
+	nsSel *metav1.LabelSelector, nsField, ns string, fixed map[string]string) (map[string]string, map[string]string, string) {
+	if sel == nil {
+		return nil, nil, fmt.Sprintf("Prometheus %s selects no %ss (spec.%s is unset; set it, for example to {})", p.key(), kind, selField)
+	}
+	demands, conflict := Satisfy(sel, fixed)
+	if conflict != "" {
+		return nil, nil, fmt.Sprintf("Prometheus %s's %s cannot match virtop's %s: %s", p.key(), selField, kind, conflict)
+	}
+	var nsLabels map[string]string
+	switch {
+	case nsSel == nil:
+		if ns != p.Namespace {
+			return nil, nil, fmt.Sprintf("Prometheus %s selects %ss only in its own namespace (spec.%s is unset), not in %s; set spec.%s to {} or to a selector of namespace %s",
+				p.key(), kind, nsField, ns, nsField, ns)
+		}
+	default:
+		have := r.namespaceLabels(ns)
+		add, conflict := Satisfy(nsSel, have)
+		switch {
+		case conflict != "":
+			return nil, nil, fmt.Sprintf("Prometheus %s's %s excludes namespace %s: %s", p.key(), nsField, ns, conflict)
+		case len(add) == 0:
+		case r.in.OpenShift && ns == r.in.InstallNamespace && onlyKey(add, ClusterMonitoringLabel):
+			nsLabels = add
+		default:
+			return nil, nil, fmt.Sprintf("Prometheus %s's %s does not select namespace %s: label namespace %s with %s",
+				p.key(), nsField, ns, ns, FormatLabels(add))
+		}
+	}
+	return demands, nsLabels, ""
+}
+
+func onlyKey(m map[string]string, key string) bool {
+	_, ok := m[key]
+	return ok && len(m) == 1
+}
+
+// Satisfy computes the labels to add to an object carrying fixed so that
+// selector sel matches it: matchLabels and In demand their (first) value,
+// Exists demands ExistsValue. A non-empty conflict says which requirement
+// the fixed labels (or the demands themselves) cannot meet. The selector
+// must be non-nil; an empty one matches everything.
+func Satisfy(sel *metav1.LabelSelector, fixed map[string]string) (map[string]string, string) {
+	demands := map[string]string{}
+	have := func(k string) (string, bool) {
+		if v, ok := fixed[k]; ok {
+			return v, true
+		}
+		v, ok := demands[k]
+		return v, ok
+	}
+	keys := make([]string, 0, len(sel.MatchLabels))
+	for k := range sel.MatchLabels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := sel.MatchLabels[k]
+		if cur, ok := have(k); ok {
+			if cur != v {
+				return nil, fmt.Sprintf("it requires %s=%s, but the label is %s=%s", k, v, k, cur)
+			}
+			continue
+		}
+		demands[k] = v
+	}
+	for _, e := range sel.MatchExpressions {
+		switch e.Operator {
+		case metav1.LabelSelectorOpIn:
+			if len(e.Values) == 0 {
+				return nil, fmt.Sprintf("%s in () matches nothing", e.Key)
+			}
+			if cur, ok := have(e.Key); ok {
+				if !contains(e.Values, cur) {
+					return nil, fmt.Sprintf("it requires %s in (%s), but the label is %s=%s", e.Key, strings.Join(e.Values, ","), e.Key, cur)
+				}
+				continue
+			}
+			demands[e.Key] = e.Values[0]
+		case metav1.LabelSelectorOpExists:
+			if _, ok := have(e.Key); !ok {
+				demands[e.Key] = ExistsValue
+			}
+		}
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return nil, fmt.Sprintf("invalid selector: %v", err)
+	}
+	final := labels.Set(merge(merge(nil, fixed), demands))
+	if !s.Matches(final) {
+		reqs, _ := s.Requirements()
+		for _, req := range reqs {
+			if !req.Matches(final) {
+				return nil, fmt.Sprintf("it requires %s, which the label %s=%s fails", describeRequirement(req), req.Key(), final[req.Key()])
+			}
+		}
+		return nil, "the selector cannot be met"
+	}
+	if len(demands) == 0 {
+		return nil, ""
+	}
+	return demands, ""
+}
+
+func describeRequirement(req labels.Requirement) string {
+	switch req.Operator() {
+	case selection.DoesNotExist:
+		return "no label " + req.Key()
+	case selection.NotIn:
+		return fmt.Sprintf("%s notin (%s)", req.Key(), strings.Join(req.ValuesUnsorted(), ","))
+	}
+	return req.String()
+}
+
+// FormatLabels writes labels as k=v,k=v in key order.
+func FormatLabels(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+func (r resolver) describeWhere(p Placement) string {
+	var parts []string
+	if p.ServiceMonitorNamespace != "" {
+		s := "ServiceMonitor in " + p.ServiceMonitorNamespace
+		if len(p.Labels) > 0 {
+			s += " labelled " + FormatLabels(p.Labels)
+		}
+		parts = append(parts, s)
+	}
+	if p.RuleNamespace != "" {
+		s := "PrometheusRule in " + p.RuleNamespace
+		if len(p.RuleLabels) > 0 {
+			s += " labelled " + FormatLabels(p.RuleLabels)
+		}
+		parts = append(parts, s)
+	}
+	if len(p.InstallNamespaceLabels) > 0 {
+		parts = append(parts, fmt.Sprintf("namespace %s labelled %s", r.in.InstallNamespace, FormatLabels(p.InstallNamespaceLabels)))
+	}
+	if r.in.ServiceMonitorAPI {
+		if len(p.Subjects) == 0 {
+			parts = append(parts, "no RoleBinding subject")
+		} else {
+			subs := make([]string, 0, len(p.Subjects))
+			for _, s := range p.Subjects {
+				subs = append(subs, s.Namespace+"/"+s.Name)
+			}
+			parts = append(parts, "RoleBinding subjects "+strings.Join(subs, ", "))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (r resolver) unselected(c *choice) string {
+	switch {
+	case c == nil:
+		return "the monitoring objects"
+	case !c.smOK && !c.ruleOK:
+		return "the ServiceMonitor or the PrometheusRule"
+	case !c.smOK:
+		return "the ServiceMonitor"
+	default:
+		return "the PrometheusRule"
+	}
+}
+
+func dedupe(in []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func merge(dst, src map[string]string) map[string]string {
+	if len(src) == 0 {
+		return dst
+	}
+	if dst == nil {
+		dst = map[string]string{}
+	}
+	for k, v := range src {
+		dst[k] = v
+	}
+	return dst
+}

@@ -1,0 +1,450 @@
+package placement
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/virtop-dev/virtop/internal/config"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// The labels virtop's objects always carry (components/monitoring.go plus
+// the strategy's common labels).
+var objs = Objects{
+	ServiceMonitorLabels: map[string]string{
+		"openshift.io/cluster-monitoring": "", "prometheus.kubevirt.io": "true", "k8s-app": "kubevirt",
+		"app.kubernetes.io/managed-by": "virtop",
+	},
+	RuleLabels: map[string]string{
+		"prometheus.kubevirt.io": "true", "k8s-app": "kubevirt", "app.kubernetes.io/managed-by": "virtop",
+	},
+}
+
+func sa(ns, name string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: "ServiceAccount", Namespace: ns, Name: name}
+}
+
+func everything() *metav1.LabelSelector { return &metav1.LabelSelector{} }
+
+func matchLabels(kv ...string) *metav1.LabelSelector {
+	m := map[string]string{}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return &metav1.LabelSelector{MatchLabels: m}
+}
+
+func expr(key string, op metav1.LabelSelectorOperator, values ...string) *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: key, Operator: op, Values: values}}}
+}
+
+// kubePrometheus is kube-prometheus's Prometheus: monitoring/k8s, account
+// prometheus-k8s, every selector {}.
+func kubePrometheus() PrometheusInfo {
+	return PrometheusInfo{Namespace: "monitoring", Name: "k8s", CreationTimestamp: t0, ServiceAccountName: "prometheus-k8s",
+		ServiceMonitorSelector: everything(), ServiceMonitorNamespaceSelector: everything(),
+		RuleSelector: everything(), RuleNamespaceSelector: everything()}
+}
+
+// kubePrometheusStack is the Helm chart's Prometheus for release rel in
+// namespace ns: selectors release=<rel>, namespace selectors {}.
+func kubePrometheusStack(ns, rel string, created time.Time) PrometheusInfo {
+	return PrometheusInfo{Namespace: ns, Name: rel + "-kube-prometheus-prometheus", CreationTimestamp: created,
+		ServiceAccountName:     rel + "-kube-prometheus-prometheus",
+		ServiceMonitorSelector: matchLabels("release", rel), ServiceMonitorNamespaceSelector: everything(),
+		RuleSelector: matchLabels("release", rel), RuleNamespaceSelector: everything()}
+}
+
+// openshiftPlatform is cluster-monitoring-operator's Prometheus.
+func openshiftPlatform() PrometheusInfo {
+	nsSel := matchLabels("openshift.io/cluster-monitoring", "true")
+	return PrometheusInfo{Namespace: "openshift-monitoring", Name: "k8s", CreationTimestamp: t0, ServiceAccountName: "prometheus-k8s",
+		ServiceMonitorSelector: everything(), ServiceMonitorNamespaceSelector: nsSel,
+		RuleSelector: everything(), RuleNamespaceSelector: nsSel}
+}
+
+func ns(names ...string) map[string]map[string]string {
+	m := map[string]map[string]string{}
+	for _, n := range names {
+		m[n] = map[string]string{"kubernetes.io/metadata.name": n}
+	}
+	return m
+}
+
+func TestResolve(t *testing.T) {
+	type want struct {
+		reason     string
+		smNS       string
+		ruleNS     string
+		subjects   []rbacv1.Subject
+		labels     map[string]string
+		ruleLabels map[string]string
+		nsLabels   map[string]string
+		prometheus string
+		selected   bool
+		// message must contain each of these.
+		message []string
+	}
+	cases := []struct {
+		name string
+		in   Input
+		want want
+	}{
+		{
+			name: "monitoring CRDs absent: nothing",
+			in:   Input{InstallNamespace: "kubevirt"},
+			want: want{reason: ReasonNoMonitoringAPI, message: []string{"not served"}},
+		},
+		{
+			name: "user monitorNamespace and monitorAccount, no Prometheus resource",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Settings:   config.Monitoring{MonitorNamespace: "prom", MonitorAccount: "scraper"},
+				Namespaces: ns("kubevirt", "prom")},
+			want: want{reason: ReasonApplied, selected: true, smNS: "prom", ruleNS: "kubevirt",
+				subjects: []rbacv1.Subject{sa("prom", "scraper")}, message: []string{"as the KubeVirt resource says"}},
+		},
+		{
+			name: "user serviceMonitorNamespace wins for the ServiceMonitor; labels of the Prometheus watching it",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Settings:     config.Monitoring{MonitorNamespace: "prom", MonitorAccount: "scraper", ServiceMonitorNamespace: "sm"},
+				Namespaces:   ns("kubevirt", "prom", "sm", "kps"),
+				Prometheuses: []PrometheusInfo{kubePrometheusStack("kps", "stack", t0)}},
+			want: want{reason: ReasonApplied, selected: true, smNS: "sm", ruleNS: "kubevirt",
+				subjects: []rbacv1.Subject{sa("prom", "scraper")},
+				labels:   map[string]string{"release": "stack"}, ruleLabels: map[string]string{"release": "stack"},
+				prometheus: "kps/stack-kube-prometheus-prometheus"},
+		},
+		{
+			name: "user monitorAccount only: found in the default namespaces",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Settings:   config.Monitoring{MonitorAccount: "scraper"},
+				Namespaces: ns("kubevirt", "monitoring"),
+				Accounts:   []types.NamespacedName{{Namespace: "monitoring", Name: "scraper"}}},
+			want: want{reason: ReasonApplied, selected: true, smNS: "monitoring", ruleNS: "kubevirt",
+				subjects: []rbacv1.Subject{sa("monitoring", "scraper")}},
+		},
+		{
+			name: "user serviceMonitorNamespace that does not exist: install namespace, said so",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Settings:   config.Monitoring{ServiceMonitorNamespace: "nope"},
+				Namespaces: ns("kubevirt")},
+			want: want{reason: ReasonApplied, selected: true, smNS: "kubevirt", ruleNS: "kubevirt",
+				message: []string{"namespace nope (spec.serviceMonitorNamespace) does not exist"}},
+		},
+		{
+			name: "kube-prometheus-stack found: its namespace, its release label, its account",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces:   ns("kubevirt", "observability"),
+				Prometheuses: []PrometheusInfo{kubePrometheusStack("observability", "prometheus", t0)}},
+			want: want{reason: ReasonApplied, selected: true, smNS: "observability", ruleNS: "kubevirt",
+				subjects:   []rbacv1.Subject{sa("observability", "prometheus-kube-prometheus-prometheus")},
+				labels:     map[string]string{"release": "prometheus"},
+				ruleLabels: map[string]string{"release": "prometheus"},
+				prometheus: "observability/prometheus-kube-prometheus-prometheus",
+				message:    []string{"Selected by Prometheus observability/prometheus-kube-prometheus-prometheus"}},
+		},
+		{
+			name: "kube-prometheus found: monitoring, no extra labels",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces: ns("kubevirt", "monitoring"), Prometheuses: []PrometheusInfo{kubePrometheus()}},
+			want: want{reason: ReasonApplied, selected: true, smNS: "monitoring", ruleNS: "kubevirt",
+				subjects: []rbacv1.Subject{sa("monitoring", "prometheus-k8s")}, prometheus: "monitoring/k8s"},
+		},
+		{
+			name: "several Prometheuses: the oldest satisfiable is chosen, every account is a subject",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces: ns("kubevirt", "a", "b", "c"),
+				Prometheuses: []PrometheusInfo{
+					kubePrometheusStack("c", "late", t0.Add(2*time.Hour)),
+					kubePrometheusStack("b", "early", t0.Add(time.Hour)),
+					{Namespace: "a", Name: "unmanaged", CreationTimestamp: t0, ServiceAccountName: "prom"}, // selects nothing
+				}},
+			want: want{reason: ReasonApplied, selected: true, smNS: "b", ruleNS: "kubevirt",
+				subjects:   []rbacv1.Subject{sa("a", "prom"), sa("b", "early-kube-prometheus-prometheus"), sa("c", "late-kube-prometheus-prometheus")},
+				labels:     map[string]string{"release": "early"},
+				ruleLabels: map[string]string{"release": "early"},
+				prometheus: "b/early-kube-prometheus-prometheus"},
+		},
+		{
+			name: "same creation time: by name",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces:   ns("kubevirt", "x", "y"),
+				Prometheuses: []PrometheusInfo{kubePrometheusStack("x", "zed", t0), kubePrometheusStack("y", "alpha", t0)}},
+			want: want{reason: ReasonApplied, selected: true, smNS: "y", ruleNS: "kubevirt",
+				subjects:   []rbacv1.Subject{sa("x", "zed-kube-prometheus-prometheus"), sa("y", "alpha-kube-prometheus-prometheus")},
+				labels:     map[string]string{"release": "alpha"},
+				ruleLabels: map[string]string{"release": "alpha"},
+				prometheus: "y/alpha-kube-prometheus-prometheus"},
+		},
+		{
+			name: "matchExpressions In and Exists demand labels",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces: ns("kubevirt", "mon"),
+				Prometheuses: []PrometheusInfo{{Namespace: "mon", Name: "p", CreationTimestamp: t0, ServiceAccountName: "p",
+					ServiceMonitorSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+						{Key: "team", Operator: metav1.LabelSelectorOpIn, Values: []string{"virt", "infra"}},
+						{Key: "scrape", Operator: metav1.LabelSelectorOpExists},
+						{Key: "k8s-app", Operator: metav1.LabelSelectorOpIn, Values: []string{"kubevirt", "other"}},
+					}},
+					ServiceMonitorNamespaceSelector: nil, // own namespace
+					RuleSelector:                    expr("tier", metav1.LabelSelectorOpNotIn, "test"),
+					RuleNamespaceSelector:           everything()}}},
+			want: want{reason: ReasonApplied, selected: true, smNS: "mon", ruleNS: "kubevirt",
+				subjects:   []rbacv1.Subject{sa("mon", "p")},
+				labels:     map[string]string{"team": "virt", "scrape": "true"},
+				prometheus: "mon/p"},
+		},
+		{
+			name: "upstream default account in monitoring, no Prometheus resource",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces: ns("kubevirt"),
+				Accounts:   []types.NamespacedName{{Namespace: "monitoring", Name: "prometheus-k8s"}}},
+			want: want{reason: ReasonApplied, selected: true, smNS: "monitoring", ruleNS: "kubevirt",
+				subjects: []rbacv1.Subject{sa("monitoring", "prometheus-k8s")}, message: []string{"default account monitoring/prometheus-k8s"}},
+		},
+		{
+			name: "openshift-monitoring's default account wins over monitoring's",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces: ns("kubevirt"),
+				Accounts: []types.NamespacedName{{Namespace: "monitoring", Name: "prometheus-k8s"},
+					{Namespace: "openshift-monitoring", Name: "prometheus-k8s"}}},
+			want: want{reason: ReasonApplied, selected: true, smNS: "openshift-monitoring", ruleNS: "kubevirt",
+				subjects: []rbacv1.Subject{sa("openshift-monitoring", "prometheus-k8s")}},
+		},
+		{
+			name: "nothing found: install namespace, no subjects",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces: ns("kubevirt")},
+			want: want{reason: ReasonNoPrometheusFound, smNS: "kubevirt", ruleNS: "kubevirt",
+				message: []string{"No Prometheus resource", "no RoleBinding subject"}},
+		},
+		{
+			name: "only the PrometheusRule API: the rule, nothing else",
+			in: Input{InstallNamespace: "kubevirt", PrometheusRuleAPI: true, Namespaces: ns("kubevirt", "monitoring"),
+				Prometheuses: []PrometheusInfo{kubePrometheusStack("monitoring", "kps", t0)}},
+			want: want{reason: ReasonApplied, selected: true, ruleNS: "kubevirt",
+				ruleLabels: map[string]string{"release": "kps"}, prometheus: "monitoring/kps-kube-prometheus-prometheus"},
+		},
+		{
+			name: "OpenShift platform Prometheus: ServiceMonitor in openshift-monitoring, install namespace labelled",
+			in: Input{InstallNamespace: "openshift-cnv", ServiceMonitorAPI: true, PrometheusRuleAPI: true, OpenShift: true,
+				Namespaces: map[string]map[string]string{
+					"openshift-cnv":        {},
+					"openshift-monitoring": {"openshift.io/cluster-monitoring": "true"},
+				},
+				Prometheuses: []PrometheusInfo{openshiftPlatform()}},
+			want: want{reason: ReasonApplied, selected: true, smNS: "openshift-monitoring", ruleNS: "openshift-cnv",
+				subjects: []rbacv1.Subject{sa("openshift-monitoring", "prometheus-k8s")},
+				nsLabels: map[string]string{"openshift.io/cluster-monitoring": "true"}, prometheus: "openshift-monitoring/k8s",
+				message: []string{"namespace openshift-cnv labelled openshift.io/cluster-monitoring=true"}},
+		},
+		{
+			name: "OpenShift, install namespace already labelled: no namespace change",
+			in: Input{InstallNamespace: "openshift-cnv", ServiceMonitorAPI: true, PrometheusRuleAPI: true, OpenShift: true,
+				Namespaces: map[string]map[string]string{
+					"openshift-cnv":        {"openshift.io/cluster-monitoring": "true"},
+					"openshift-monitoring": {"openshift.io/cluster-monitoring": "true"},
+				},
+				Prometheuses: []PrometheusInfo{openshiftPlatform()}},
+			want: want{reason: ReasonApplied, selected: true, smNS: "openshift-monitoring", ruleNS: "openshift-cnv",
+				subjects: []rbacv1.Subject{sa("openshift-monitoring", "prometheus-k8s")}, prometheus: "openshift-monitoring/k8s"},
+		},
+		{
+			name: "same selectors off OpenShift: the install namespace is not labelled, the rule goes where it is selected",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces: map[string]map[string]string{
+					"kubevirt":             {},
+					"openshift-monitoring": {"openshift.io/cluster-monitoring": "true"},
+				},
+				Prometheuses: []PrometheusInfo{openshiftPlatform()}},
+			want: want{reason: ReasonApplied, selected: true, smNS: "openshift-monitoring", ruleNS: "openshift-monitoring",
+				subjects: []rbacv1.Subject{sa("openshift-monitoring", "prometheus-k8s")}, prometheus: "openshift-monitoring/k8s"},
+		},
+		{
+			name: "off OpenShift, no labelled namespace at all: the fix names the install namespace's label",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces:   map[string]map[string]string{"kubevirt": {}, "openshift-monitoring": {}},
+				Prometheuses: []PrometheusInfo{openshiftPlatform()}},
+			want: want{reason: ReasonNotSelected, smNS: "kubevirt", ruleNS: "kubevirt",
+				subjects: []rbacv1.Subject{sa("openshift-monitoring", "prometheus-k8s")}, prometheus: "openshift-monitoring/k8s",
+				message: []string{"label namespace openshift-monitoring with openshift.io/cluster-monitoring=true", "label namespace kubevirt with openshift.io/cluster-monitoring=true"}},
+		},
+		{
+			name: "rule namespace selector excludes the install namespace: the rule goes where it is selected",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces: ns("kubevirt", "mon"),
+				Prometheuses: []PrometheusInfo{{Namespace: "mon", Name: "p", CreationTimestamp: t0, ServiceAccountName: "p",
+					ServiceMonitorSelector: everything(), ServiceMonitorNamespaceSelector: everything(),
+					RuleSelector: everything(), RuleNamespaceSelector: nil}}},
+			want: want{reason: ReasonApplied, selected: true, smNS: "mon", ruleNS: "mon",
+				subjects: []rbacv1.Subject{sa("mon", "p")}, prometheus: "mon/p"},
+		},
+		{
+			name: "ignoreNamespaceSelectors: the ServiceMonitor stays with its targets",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces: ns("kubevirt", "mon"),
+				Prometheuses: []PrometheusInfo{{Namespace: "mon", Name: "p", CreationTimestamp: t0, ServiceAccountName: "p",
+					ServiceMonitorSelector: everything(), ServiceMonitorNamespaceSelector: everything(),
+					RuleSelector: everything(), RuleNamespaceSelector: everything(), IgnoreNamespaceSelectors: true}}},
+			want: want{reason: ReasonApplied, selected: true, smNS: "kubevirt", ruleNS: "kubevirt",
+				subjects: []rbacv1.Subject{sa("mon", "p")}, prometheus: "mon/p"},
+		},
+		// Not selected.
+		{
+			name: "serviceMonitorSelector unset selects nothing",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces: ns("kubevirt", "mon"),
+				Prometheuses: []PrometheusInfo{{Namespace: "mon", Name: "p", CreationTimestamp: t0, ServiceAccountName: "p",
+					RuleSelector: everything(), RuleNamespaceSelector: everything()}}},
+			want: want{reason: ReasonNotSelected, smNS: "kubevirt", ruleNS: "kubevirt", subjects: []rbacv1.Subject{sa("mon", "p")}, prometheus: "mon/p",
+				message: []string{"No Prometheus selects the ServiceMonitor", "spec.serviceMonitorSelector is unset"}},
+		},
+		{
+			name: "NotIn on a label virtop must set",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces: ns("kubevirt", "mon"),
+				Prometheuses: []PrometheusInfo{{Namespace: "mon", Name: "p", CreationTimestamp: t0, ServiceAccountName: "p",
+					ServiceMonitorSelector: expr("k8s-app", metav1.LabelSelectorOpNotIn, "kubevirt"), ServiceMonitorNamespaceSelector: everything(),
+					RuleSelector: everything(), RuleNamespaceSelector: everything()}}},
+			want: want{reason: ReasonNotSelected, smNS: "kubevirt", ruleNS: "kubevirt", subjects: []rbacv1.Subject{sa("mon", "p")}, prometheus: "mon/p",
+				message: []string{"serviceMonitorSelector cannot match", "k8s-app notin (kubevirt)"}},
+		},
+		{
+			name: "DoesNotExist on a label virtop must set",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces: ns("kubevirt", "mon"),
+				Prometheuses: []PrometheusInfo{{Namespace: "mon", Name: "p", CreationTimestamp: t0, ServiceAccountName: "p",
+					ServiceMonitorSelector: everything(), ServiceMonitorNamespaceSelector: everything(),
+					RuleSelector: expr("app.kubernetes.io/managed-by", metav1.LabelSelectorOpDoesNotExist), RuleNamespaceSelector: everything()}}},
+			want: want{reason: ReasonNotSelected, smNS: "mon", ruleNS: "kubevirt", subjects: []rbacv1.Subject{sa("mon", "p")}, prometheus: "mon/p",
+				message: []string{"No Prometheus selects the PrometheusRule", "no label app.kubernetes.io/managed-by"}},
+		},
+		{
+			name: "matchLabels against a fixed label value",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces: ns("kubevirt", "mon"),
+				Prometheuses: []PrometheusInfo{{Namespace: "mon", Name: "p", CreationTimestamp: t0, ServiceAccountName: "p",
+					ServiceMonitorSelector: matchLabels("k8s-app", "other"), ServiceMonitorNamespaceSelector: everything(),
+					RuleSelector: everything(), RuleNamespaceSelector: everything()}}},
+			want: want{reason: ReasonNotSelected, smNS: "kubevirt", ruleNS: "kubevirt", subjects: []rbacv1.Subject{sa("mon", "p")}, prometheus: "mon/p",
+				message: []string{"requires k8s-app=other, but the label is k8s-app=kubevirt"}},
+		},
+		{
+			name: "namespace selector excluding every candidate namespace: the namespace label that fixes it",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces: ns("kubevirt", "mon"),
+				Prometheuses: []PrometheusInfo{{Namespace: "mon", Name: "p", CreationTimestamp: t0, ServiceAccountName: "p",
+					ServiceMonitorSelector: everything(), ServiceMonitorNamespaceSelector: matchLabels("monitored", "yes"),
+					RuleSelector: everything(), RuleNamespaceSelector: matchLabels("monitored", "yes")}}},
+			want: want{reason: ReasonNotSelected, smNS: "kubevirt", ruleNS: "kubevirt", subjects: []rbacv1.Subject{sa("mon", "p")}, prometheus: "mon/p",
+				message: []string{"No Prometheus selects the ServiceMonitor or the PrometheusRule", "label namespace mon with monitored=yes", "label namespace kubevirt with monitored=yes"}},
+		},
+		{
+			name: "namespace selector NotIn on a namespace label: excluded",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces: ns("kubevirt", "mon"),
+				Prometheuses: []PrometheusInfo{{Namespace: "mon", Name: "p", CreationTimestamp: t0, ServiceAccountName: "p",
+					ServiceMonitorSelector: everything(), ServiceMonitorNamespaceSelector: everything(),
+					RuleSelector: everything(), RuleNamespaceSelector: expr("kubernetes.io/metadata.name", metav1.LabelSelectorOpNotIn, "kubevirt", "mon")}}},
+			want: want{reason: ReasonNotSelected, smNS: "mon", ruleNS: "kubevirt", subjects: []rbacv1.Subject{sa("mon", "p")}, prometheus: "mon/p",
+				message: []string{"ruleNamespaceSelector excludes namespace kubevirt", "kubernetes.io/metadata.name notin (kubevirt,mon)"}},
+		},
+		{
+			name: "user serviceMonitorNamespace no Prometheus watches",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Settings:     config.Monitoring{ServiceMonitorNamespace: "elsewhere"},
+				Namespaces:   ns("kubevirt", "elsewhere", "monitoring"),
+				Prometheuses: []PrometheusInfo{{Namespace: "monitoring", Name: "k8s", CreationTimestamp: t0, ServiceAccountName: "prometheus-k8s", ServiceMonitorSelector: everything(), RuleSelector: everything(), RuleNamespaceSelector: everything()}}},
+			want: want{reason: ReasonNotSelected, smNS: "elsewhere", ruleNS: "kubevirt", subjects: []rbacv1.Subject{sa("monitoring", "prometheus-k8s")},
+				prometheus: "monitoring/k8s", message: []string{"only in its own namespace", "not in elsewhere"}},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Resolve(tc.in, objs)
+			w := tc.want
+			if got.Reason != w.reason || got.Selected != w.selected || got.ServiceMonitorNamespace != w.smNS || got.RuleNamespace != w.ruleNS || got.Prometheus != w.prometheus {
+				t.Errorf("got reason %s selected %v sm %q rule %q prometheus %q; want %s %v %q %q %q\nmessage: %s",
+					got.Reason, got.Selected, got.ServiceMonitorNamespace, got.RuleNamespace, got.Prometheus,
+					w.reason, w.selected, w.smNS, w.ruleNS, w.prometheus, got.Message)
+			}
+			if !reflect.DeepEqual(got.Subjects, w.subjects) {
+				t.Errorf("subjects %v, want %v", got.Subjects, w.subjects)
+			}
+			for _, c := range []struct {
+				what      string
+				got, want map[string]string
+			}{{"labels", got.Labels, w.labels}, {"rule labels", got.RuleLabels, w.ruleLabels}, {"namespace labels", got.InstallNamespaceLabels, w.nsLabels}} {
+				if len(c.got) != 0 || len(c.want) != 0 {
+					if !reflect.DeepEqual(c.got, c.want) {
+						t.Errorf("%s %v, want %v", c.what, c.got, c.want)
+					}
+				}
+			}
+			for _, m := range w.message {
+				if !strings.Contains(got.Message, m) {
+					t.Errorf("message %q lacks %q", got.Message, m)
+				}
+			}
+		})
+	}
+}
+
+func TestSatisfy(t *testing.T) {
+	fixed := map[string]string{"k8s-app": "kubevirt"}
+	cases := []struct {
+		sel      *metav1.LabelSelector
+		demands  map[string]string
+		conflict string
+	}{
+		{everything(), nil, ""},
+		{matchLabels("release", "kps"), map[string]string{"release": "kps"}, ""},
+		{matchLabels("k8s-app", "kubevirt"), nil, ""},
+		{matchLabels("k8s-app", "x"), nil, "requires k8s-app=x"},
+		{expr("a", metav1.LabelSelectorOpIn, "1", "2"), map[string]string{"a": "1"}, ""},
+		{expr("a", metav1.LabelSelectorOpExists), map[string]string{"a": "true"}, ""},
+		{expr("a", metav1.LabelSelectorOpDoesNotExist), nil, ""},
+		{expr("k8s-app", metav1.LabelSelectorOpDoesNotExist), nil, "no label k8s-app"},
+		{expr("k8s-app", metav1.LabelSelectorOpIn, "a", "b"), nil, "requires k8s-app in (a,b)"},
+		{&metav1.LabelSelector{MatchLabels: map[string]string{"a": "1"}, MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"1"}}}}, nil, "a notin (1)"},
+	}
+	for _, tc := range cases {
+		d, c := Satisfy(tc.sel, fixed)
+		if !reflect.DeepEqual(d, tc.demands) || (tc.conflict == "") != (c == "") || !strings.Contains(c, tc.conflict) {
+			t.Errorf("Satisfy(%v) = %v, %q; want %v, %q", tc.sel, d, c, tc.demands, tc.conflict)
+		}
+	}
+}
+
+func TestAccountCandidates(t *testing.T) {
+	def := []types.NamespacedName{{Namespace: "openshift-monitoring", Name: "prometheus-k8s"}, {Namespace: "monitoring", Name: "prometheus-k8s"}}
+	if got := AccountCandidates(config.Monitoring{}, false); !reflect.DeepEqual(got, def) {
+		t.Errorf("defaults: %v", got)
+	}
+	if got := AccountCandidates(config.Monitoring{}, true); got != nil {
+		t.Errorf("with a Prometheus: %v", got)
+	}
+	if got := AccountCandidates(config.Monitoring{MonitorAccount: "a"}, true); len(got) != 2 || got[1].Name != "a" {
+		t.Errorf("user account: %v", got)
+	}
+	if got := AccountCandidates(config.Monitoring{MonitorNamespace: "n", MonitorAccount: "a"}, false); got != nil {
+		t.Errorf("fully named: %v", got)
+	}
+}
+
+func TestFromPrometheus(t *testing.T) {
+	p := &monitoringv1.Prometheus{ObjectMeta: metav1.ObjectMeta{Namespace: "m", Name: "k8s"}}
+	p.Spec.RuleSelector = everything()
+	got := FromPrometheus(p)
+	if got.ServiceAccountName != "default" || got.RuleSelector == nil || got.ServiceMonitorSelector != nil {
+		t.Errorf("%+v", got)
+	}
+}
