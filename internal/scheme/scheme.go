@@ -11,10 +11,12 @@ import (
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	virtopv1alpha1 "github.com/virtop-dev/virtop/api/v1alpha1"
 )
 
 // Scheme knows the Kubernetes built-in kinds, CRDs, APIServices, the
-// monitoring.coreos.com kinds and the KubeVirt resource.
+// monitoring.coreos.com kinds, the KubeVirt resource and virtop.dev's
+// KubeVirtMonitoring.
 var Scheme = New()
 
 // New builds a fresh scheme with every kind virtop uses.
@@ -26,6 +28,7 @@ func New() *runtime.Scheme {
 		apiregistrationv1.AddToScheme,
 		monitoringv1.AddToScheme,
 		kvv1.AddToScheme,
+		virtopv1alpha1.AddToScheme,
 	} {
 		utilruntime.Must(add(s))
 	}
