@@ -34,6 +34,8 @@ cleanup() {
 	for f in "${tmp_files[@]+"${tmp_files[@]}"}"; do rm -rf -- "$f"; done
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 die() {
 	echo "build.sh: $*" >&2
@@ -77,7 +79,9 @@ install_at() {
 	local pkgver="$1" out="$2" ldflags="$3" gobin name
 	gobin="$(mktemp -d "${cache}/.gobin.XXXXXX")"
 	tmp_files+=("${gobin}")
-	name="${pkgver%@*}"; name="${name##*/}"
+	name="${pkgver%@*}"
+	[[ "${name}" =~ /v[0-9]+$ ]] && name="${name%/v*}" # major-version suffix: the binary is named after the element before
+	name="${name##*/}"
 	GOBIN="${gobin}" "${GO}" install -trimpath -ldflags "${ldflags}" "${pkgver}" || return 1
 	mv -f "${gobin}/${name}" "${out}"
 }
@@ -106,7 +110,8 @@ run_build() {
 slow_note() {
 	case "$1" in
 	kube-apiserver) echo " (takes several minutes on 2 cores)" ;;
-	kube-controller-manager | kubectl | kwokctl | helm) echo " (a minute or more)" ;;
+	kube-controller-manager | kwok | helm) echo " (several minutes on a busy machine)" ;;
+	etcd | kubectl | kwokctl | kustomize | controller-gen) echo " (a minute or more)" ;;
 	esac
 }
 
