@@ -11,11 +11,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"k8s.io/utils/ptr"
 
@@ -463,7 +463,9 @@ func TestTextOrder(t *testing.T) {
 }
 
 func TestDecide(t *testing.T) {
-	c := func(name string, g Group, s Status) Check { return Check{Name: name, Group: g, Status: s, Evidence: "e."} }
+	c := func(name string, g Group, s Status) Check {
+		return Check{Name: name, Group: g, Status: s, Evidence: "e."}
+	}
 	tests := []struct {
 		checks []Check
 		want   Verdict
