@@ -12,24 +12,32 @@ import (
 	"sync"
 	"time"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
 )
+
+// PrometheusesAPI is prometheus-operator's Prometheus resource.
+var PrometheusesAPI = stage.API("monitoring.coreos.com", "v1", "prometheuses")
 
 // GatedAPIs are the optional API resources gates name, as
 // "group/version/resource".
 var GatedAPIs = []stage.Gate{
 	stage.ServiceMonitorsAPI,
 	stage.PrometheusRulesAPI,
-	stage.API("monitoring.coreos.com", "v1", "prometheuses"),
+	PrometheusesAPI,
 	stage.SCCAPI,
 	stage.RouteAPI,
 }
@@ -44,6 +52,11 @@ type Reader struct {
 	// nil disables the probe (virt-api is then never "serving").
 	Clientset kubernetes.Interface
 	Clock     clock.PassiveClock
+	// Watches starts and stops the watches of optional kinds (Prometheus
+	// resources, virtop's own ServiceMonitor and PrometheusRule) as their
+	// APIs come and go; Prometheus resources are read from its cache. Nil
+	// reads them uncached through APIReader.
+	Watches *Watches
 
 	mu    sync.Mutex
 	crds  map[string]crdState // by CRD name
@@ -81,7 +94,18 @@ func (r *Reader) Snapshot(ctx context.Context, cfg *config.DeploymentConfig) (pl
 	}
 	caps.Nodes = len(nodes.Items)
 	caps.VirtAPIServing = r.virtAPIServing(ctx, cfg.Namespace)
-	caps.MonitoringTarget = caps.APIs[apiKey(stage.ServiceMonitorsAPI)]
+	if r.Watches != nil {
+		// A watch that fails to start is retried on the next pass; this
+		// pass reads the Prometheus resources uncached.
+		if err := r.Watches.Sync(ctx, caps.APIs); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Failed to start an optional watch")
+		}
+	}
+	mon, err := r.monitoringFacts(ctx, cfg, caps.APIs)
+	if err != nil {
+		return caps, err
+	}
+	caps.Monitoring = mon
 	return caps, nil
 }
 
@@ -178,4 +202,100 @@ func (r *Reader) now() time.Time {
 		return time.Now()
 	}
 	return r.Clock.Now()
+}
+
+// monitoringFacts gathers what the monitoring placement is resolved from:
+// the Prometheus resources (from the watch), the candidate accounts and the
+// labels of the namespaces that matter (each read with a Get, uncached).
+func (r *Reader) monitoringFacts(ctx context.Context, cfg *config.DeploymentConfig, apis map[string]bool) (*placement.Input, error) {
+	in := &placement.Input{
+		Settings:          cfg.Monitoring,
+		InstallNamespace:  cfg.Namespace,
+		ServiceMonitorAPI: apis[apiKey(stage.ServiceMonitorsAPI)],
+		PrometheusRuleAPI: apis[apiKey(stage.PrometheusRulesAPI)],
+		OpenShift:         apis[apiKey(stage.SCCAPI)] || apis[apiKey(stage.RouteAPI)],
+	}
+	if !in.ServiceMonitorAPI && !in.PrometheusRuleAPI {
+		return in, nil
+	}
+	if apis[apiKey(PrometheusesAPI)] {
+		proms, err := r.prometheuses(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for i := range proms {
+			p := &proms[i]
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			in.Prometheuses = append(in.Prometheuses, placement.FromPrometheus(p))
+			if p.Namespace == OpenShiftMonitoringNamespace && p.Name == "k8s" {
+				in.OpenShift = true
+			}
+		}
+	}
+	for _, key := range placement.AccountCandidates(cfg.Monitoring, len(in.Prometheuses) > 0) {
+		ok, err := r.exists(ctx, "ServiceAccount", key)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			in.Accounts = append(in.Accounts, key)
+		}
+	}
+	in.Namespaces = map[string]map[string]string{}
+	for _, ns := range placement.NamespacesToRead(*in) {
+		meta := &metav1.PartialObjectMetadata{}
+		meta.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"})
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Name: ns}, meta); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("read namespace %s: %w", ns, err)
+		}
+		if meta.DeletionTimestamp != nil && ns != cfg.Namespace {
+			continue // a terminating namespace takes no new objects
+		}
+		labels := meta.Labels
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		in.Namespaces[ns] = labels
+	}
+	return in, nil
+}
+
+// OpenShiftMonitoringNamespace holds OpenShift's platform Prometheus k8s.
+const OpenShiftMonitoringNamespace = "openshift-monitoring"
+
+// prometheuses lists the Prometheus resources from the watch's cache, or
+// uncached when no watch runs.
+func (r *Reader) prometheuses(ctx context.Context) ([]monitoringv1.Prometheus, error) {
+	var reader client.Reader = r.APIReader
+	if r.Watches != nil {
+		if c := r.Watches.Reader(PrometheusesAPI); c != nil {
+			reader = c
+		}
+	}
+	var list monitoringv1.PrometheusList
+	if err := reader.List(ctx, &list); err != nil {
+		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("list Prometheus resources: %w", err)
+	}
+	return list.Items, nil
+}
+
+// exists reads an object's metadata with a Get, uncached.
+func (r *Reader) exists(ctx context.Context, kind string, key client.ObjectKey) (bool, error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: kind})
+	if err := r.APIReader.Get(ctx, key, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("read %s %s: %w", kind, key, err)
+	}
+	return true, nil
 }

@@ -178,6 +178,10 @@ type applyOutcome struct {
 	created, ready bool
 	waitingOn      string
 	requeueAfter   time.Duration
+	// monitoringErr holds failures to apply monitoring objects, which
+	// never stop the control plane's rollout (for example a monitoring CRD
+	// removed between the snapshot and the apply).
+	monitoringErr error
 }
 
 func (r *Reconciler) applyPlan(ctx context.Context, kv *kvv1.KubeVirt, p *plan.Plan, updating bool) (applyOutcome, error) {
@@ -209,10 +213,16 @@ func (r *Reconciler) applyPlan(ctx context.Context, kv *kvv1.KubeVirt, p *plan.P
 				o = r.AdjustObject(o)
 			}
 			res, live, err := r.Applier.Apply(ctx, o)
+			key := strategy.KeyOf(o)
+			if err != nil && st == stage.Monitoring {
+				logFor(log, key).Error(err, "Failed to apply a monitoring object; the control plane goes on")
+				out.monitoringErr = errors.Join(out.monitoringErr, err)
+				out.requeueAfter = lowestNonZero(out.requeueAfter, 10*time.Second)
+				continue
+			}
 			if err != nil {
 				return out, err
 			}
-			key := strategy.KeyOf(o)
 			if res != apply.Unchanged {
 				logFor(log, key).Info("Applied object", "result", string(res), "stage", string(st))
 				changed = append(changed, string(res)+" "+key.String())

@@ -27,6 +27,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/certs"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
 )
@@ -90,6 +91,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	orig := kv.DeepCopy()
 	var f facts
 	f.previouslyAvailable = conditionStatus(kv.Status.Conditions, kvv1.KubeVirtConditionAvailable)
+	f.previousMonitoring = findCondition(kv.Status.Conditions, ConditionMonitoringReady)
 	var result ctrl.Result
 	var reconcileErr error
 	if kv.DeletionTimestamp != nil {
@@ -211,6 +213,8 @@ func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f 
 		return ctrl.Result{}, f.applyErr
 	}
 	p := plan.Build(st, cfg, caps)
+	f.monitoring = p.Monitoring
+	setMonitoringGate(p.Monitoring)
 	certReport, err := r.fillCertificates(ctx, kv, cfg, p)
 	if err != nil {
 		f.applyErr = err
@@ -224,6 +228,8 @@ func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f 
 	f.created = out.created
 	f.ready = out.ready
 	f.waitingOn = out.waitingOn
+	f.monitoringErr = out.monitoringErr
+	out.requeueAfter = lowestNonZero(out.requeueAfter, monitoringRecheck(p.Monitoring))
 	if certReport != nil {
 		out.requeueAfter = lowestNonZero(out.requeueAfter, certReport.RequeueAfter(r.now().Time))
 	}
@@ -283,6 +289,18 @@ func (r *Reconciler) eventForChanges(orig, kv *kvv1.KubeVirt) {
 	}
 	for _, c := range kv.Status.Conditions {
 		before := conditionStatus(orig.Status.Conditions, c.Type)
+		if c.Type == ConditionMonitoringReady {
+			// Every change of the monitoring state is worth an event,
+			// including a new reason under the same status.
+			if prev := findCondition(orig.Status.Conditions, c.Type); prev == nil || prev.Status != c.Status || prev.Reason != c.Reason {
+				typ := corev1.EventTypeNormal
+				if c.Status != corev1.ConditionTrue && c.Reason != placement.ReasonNoMonitoringAPI {
+					typ = corev1.EventTypeWarning
+				}
+				r.Recorder.Eventf(kv, nil, typ, c.Reason, string(c.Type), "%s is %s: %s", c.Type, c.Status, c.Message)
+			}
+			continue
+		}
 		if before == c.Status {
 			continue
 		}
@@ -298,4 +316,30 @@ func (r *Reconciler) eventForChanges(orig, kv *kvv1.KubeVirt) {
 // logFor returns a logger for an object.
 func logFor(log logr.Logger, key strategy.Key) logr.Logger {
 	return log.WithValues("kind", key.Kind, "object", key.Namespace+"/"+key.Name)
+}
+
+func findCondition(conds []kvv1.KubeVirtCondition, typ kvv1.KubeVirtConditionType) *kvv1.KubeVirtCondition {
+	for i := range conds {
+		if conds[i].Type == typ {
+			c := conds[i]
+			return &c
+		}
+	}
+	return nil
+}
+
+// monitoringRecheck is how soon to look again at a placement that no watch
+// event would improve: namespace labels and ServiceAccounts are read
+// uncached, so a fix (a namespace labelled, upstream's default account
+// created) is noticed by this recheck.
+func monitoringRecheck(p *placement.Placement) time.Duration {
+	switch {
+	case p == nil:
+		return 0
+	case p.Reason == placement.ReasonNoPrometheusFound || p.Reason == placement.ReasonNotSelected:
+		return 30 * time.Second
+	case p.Reason == placement.ReasonApplied && p.Prometheus == "":
+		return 5 * time.Minute
+	}
+	return 0
 }

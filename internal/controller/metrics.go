@@ -3,6 +3,8 @@ package controller
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 )
 
 var (
@@ -25,6 +27,10 @@ var (
 		Name: "kubevirt_virt_operator_leading_status",
 		Help: "Indication for an operating virt-operator.",
 	})
+	monitoringGate = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "virtop_monitoring_gate",
+		Help: "State of KubeVirt's monitoring (the MonitoringReady reason): 1 for the current state, 0 for the others.",
+	}, []string{"state"})
 	emulationEnabled = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "kubevirt_configuration_emulation_enabled",
 		Help: "Indicates whether the Software Emulation is enabled in the configuration.",
@@ -32,7 +38,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(strategyGenerationSeconds, appliedObjects, operatorReady, operatorLeading, emulationEnabled)
+	metrics.Registry.MustRegister(strategyGenerationSeconds, appliedObjects, operatorReady, operatorLeading, emulationEnabled, monitoringGate)
 }
 
 // SetOperatorReady reports the operator ready (caches synced).
@@ -46,4 +52,15 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// setMonitoringGate sets virtop_monitoring_gate to 1 for the placement's
+// reason and 0 for the others.
+func setMonitoringGate(p *placement.Placement) {
+	if p == nil {
+		return
+	}
+	for _, r := range placement.Reasons {
+		monitoringGate.WithLabelValues(r).Set(b2f(r == p.Reason))
+	}
 }

@@ -5,6 +5,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 )
 
 // Reasons virtop sets on the KubeVirt conditions. docs/api.md records them.
@@ -23,7 +24,18 @@ const (
 	ReasonDeletionFailed       = "DeletionFailed"
 	ReasonNoErrors             = "NoErrors"
 	ReasonSynchronized         = "Synchronized"
+	// MonitoringReady's reasons: placement.ReasonNoMonitoringAPI,
+	// ReasonNoPrometheusFound, ReasonNotSelected, ReasonApplied, and
+	// ReasonMonitoringApplyFailed.
+	ReasonMonitoringApplyFailed = "ApplyFailed"
 )
+
+// ConditionMonitoringReady says whether KubeVirt's monitoring objects are
+// applied where a Prometheus selects them; its reasons distinguish no
+// monitoring API, no Prometheus found, not selected (the message names
+// the label or namespace label that would fix it) and applied. It never
+// affects Available.
+const ConditionMonitoringReady kvv1.KubeVirtConditionType = "MonitoringReady"
 
 // facts are what one reconcile pass observed; conditions and phase are
 // computed from them alone.
@@ -51,6 +63,13 @@ type facts struct {
 	deletionBlocked string
 	deletionErr     error
 	deleted         bool
+	// monitoring is the monitoring placement of this pass (nil when no
+	// plan was built); monitoringErr a failure to apply its objects.
+	monitoring    *placement.Placement
+	monitoringErr error
+	// previousMonitoring is the MonitoringReady condition before this
+	// pass, kept when no plan was built.
+	previousMonitoring *kvv1.KubeVirtCondition
 }
 
 type cond struct {
@@ -80,6 +99,9 @@ func conditions(f facts) map[kvv1.KubeVirtConditionType]cond {
 			set(kvv1.KubeVirtConditionDegraded, fl, ReasonDeletionInProgress, "Removing")
 		}
 		return out
+	}
+	if c, ok := monitoringCondition(f); ok {
+		out[ConditionMonitoringReady] = c
 	}
 	if f.invalid != nil {
 		// Nothing is changed in the cluster; what runs keeps running.
@@ -136,6 +158,23 @@ func conditions(f facts) map[kvv1.KubeVirtConditionType]cond {
 	return out
 }
 
+// monitoringCondition computes MonitoringReady: from the placement when a
+// plan was built, else as it was.
+func monitoringCondition(f facts) (cond, bool) {
+	switch {
+	case f.monitoring == nil && f.previousMonitoring != nil:
+		p := f.previousMonitoring
+		return cond{p.Status, p.Reason, p.Message}, true
+	case f.monitoring == nil:
+		return cond{}, false
+	case f.monitoringErr != nil:
+		return cond{corev1.ConditionFalse, ReasonMonitoringApplyFailed, "Applying the monitoring objects failed (retried): " + f.monitoringErr.Error()}, true
+	case f.monitoring.Reason == placement.ReasonApplied:
+		return cond{corev1.ConditionTrue, f.monitoring.Reason, f.monitoring.Message}, true
+	}
+	return cond{corev1.ConditionFalse, f.monitoring.Reason, f.monitoring.Message}, true
+}
+
 // phase derives the phase from the facts and conditions.
 func phase(f facts, conds map[kvv1.KubeVirtConditionType]cond) kvv1.KubeVirtPhase {
 	switch {
@@ -158,6 +197,7 @@ func mergeConditions(existing []kvv1.KubeVirtCondition, computed map[kvv1.KubeVi
 	owned := []kvv1.KubeVirtConditionType{
 		kvv1.KubeVirtConditionAvailable, kvv1.KubeVirtConditionProgressing, kvv1.KubeVirtConditionDegraded,
 		kvv1.KubeVirtConditionCreated, kvv1.KubeVirtConditionSynchronized, kvv1.KubeVirtConditionStalled,
+		ConditionMonitoringReady,
 	}
 	isOwned := map[kvv1.KubeVirtConditionType]bool{}
 	for _, o := range owned {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -44,6 +46,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/controller"
 	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/strategy/stage"
 	"github.com/virtop-dev/virtop/internal/strategyjob"
 	"github.com/virtop-dev/virtop/internal/version"
 	kvwebhook "github.com/virtop-dev/virtop/internal/webhook"
@@ -168,6 +171,10 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	watches := optionalWatches(mgr, opts.Namespace)
+	if err := mgr.Add(watches); err != nil {
+		return nil, err
+	}
 	r := &controller.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
@@ -183,6 +190,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 			APIReader: mgr.GetAPIReader(),
 			Clientset: cs,
 			Clock:     clock.RealClock{},
+			Watches:   watches,
 		},
 		Recorder:        mgr.GetEventRecorder("virtop"),
 		OperatorVersion: version.Version,
@@ -201,9 +209,11 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		v := &kvwebhook.Validator{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), Settings: r.Settings}
 		v.Register(mgr.GetWebhookServer())
 	}
-	if err := setupController(mgr, r, opts.Namespace); err != nil {
+	c, err := setupController(mgr, r, opts.Namespace)
+	if err != nil {
 		return nil, err
 	}
+	watches.Register = c.Watch
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
@@ -233,9 +243,10 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	return mgr, nil
 }
 
-func setupController(mgr manager.Manager, r *controller.Reconciler, namespace string) error {
-	// Every event of a managed object wakes the served KubeVirt resource.
-	toKubeVirt := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+// toKubeVirt maps every event to the KubeVirt resources of the namespace
+// (the served one among them).
+func toKubeVirt(mgr manager.Manager, namespace string) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		var list kvv1.KubeVirtList
 		if err := mgr.GetClient().List(ctx, &list, client.InNamespace(namespace)); err != nil {
 			return nil
@@ -246,6 +257,35 @@ func setupController(mgr manager.Manager, r *controller.Reconciler, namespace st
 		}
 		return reqs
 	})
+}
+
+// optionalWatches are the kinds watched only while their CRDs serve them:
+// Prometheus resources (every one: their selectors decide the monitoring
+// placement) and virtop's own ServiceMonitor and PrometheusRule (drift).
+// Each runs in a cache of its own, started and stopped by the capability
+// reader as the APIs come and go, so the manager never needs the CRDs.
+func optionalWatches(mgr manager.Manager, namespace string) *capability.Watches {
+	managed := labels.SelectorFromSet(labels.Set{components.ManagedByLabel: components.ManagedByValue})
+	drift := predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{})
+	return &capability.Watches{
+		Config:  mgr.GetConfig(),
+		Scheme:  mgr.GetScheme(),
+		Mapper:  mgr.GetRESTMapper(),
+		Handler: toKubeVirt(mgr, namespace),
+		Kinds: []capability.OptionalKind{
+			{API: capability.PrometheusesAPI, Object: &monitoringv1.Prometheus{},
+				// Status writes of prometheus-operator do not matter; spec
+				// changes (selectors, account) bump the generation.
+				Predicates: []predicate.Predicate{predicate.GenerationChangedPredicate{}}},
+			{API: stage.ServiceMonitorsAPI, Object: &monitoringv1.ServiceMonitor{}, Label: managed, Predicates: []predicate.Predicate{drift}},
+			{API: stage.PrometheusRulesAPI, Object: &monitoringv1.PrometheusRule{}, Label: managed, Predicates: []predicate.Predicate{drift}},
+		},
+	}
+}
+
+func setupController(mgr manager.Manager, r *controller.Reconciler, namespace string) (crcontroller.Controller, error) {
+	// Every event of a managed object wakes the served KubeVirt resource.
+	toKubeVirt := toKubeVirt(mgr, namespace)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("kubevirt").
 		For(&kvv1.KubeVirt{}, builder.WithPredicates(specOrLifecycleChanged())).
@@ -261,7 +301,7 @@ func setupController(mgr manager.Manager, r *controller.Reconciler, namespace st
 	nodeMeta.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Node"})
 	b = b.WatchesMetadata(crdMeta, toKubeVirt, builder.WithPredicates(existenceOrVersionChanged())).
 		WatchesMetadata(nodeMeta, toKubeVirt, builder.WithPredicates(existenceChanged()))
-	return b.Complete(r)
+	return b.Build(r)
 }
 
 // specOrLifecycleChanged passes KubeVirt updates that change the spec,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
 )
@@ -32,9 +33,10 @@ type Capabilities struct {
 	// VirtAPIServing is true once virt-api really answers through the API
 	// server; APIServices wait for it.
 	VirtAPIServing bool
-	// MonitoringTarget is true when the monitoring resolution found where
-	// monitoring goes.
-	MonitoringTarget bool
+	// Monitoring holds the facts the monitoring placement is resolved
+	// from (Prometheus resources, namespaces, accounts); nil when they were
+	// not gathered, which keeps the objects gated by MonitoringTarget out.
+	Monitoring *placement.Input
 }
 
 // Open reports whether a gate is open under these capabilities.
@@ -46,7 +48,7 @@ func (c Capabilities) Open(g stage.Gate) bool {
 	case stage.VirtAPIServing:
 		return c.VirtAPIServing
 	case stage.MonitoringTarget:
-		return c.MonitoringTarget
+		return c.Monitoring != nil
 	}
 	return false
 }
@@ -63,6 +65,9 @@ type Plan struct {
 	Objects []client.Object
 	// Closed lists the gated objects left out.
 	Closed []ClosedGate
+	// Monitoring is where the monitoring objects went and whether a
+	// Prometheus selects them; nil when no facts were gathered.
+	Monitoring *placement.Placement
 }
 
 // Build evaluates the strategy's gates against the capabilities and sizes
@@ -84,6 +89,9 @@ func Build(s *strategy.Strategy, cfg *config.DeploymentConfig, caps Capabilities
 		}
 		p.Objects = append(p.Objects, o)
 	}
+	p.Monitoring = PlaceMonitoring(p, caps.Monitoring)
+	// A tuning step that rewrites the PrometheusRule's groups follows the
+	// placement here.
 	return p
 }
 

@@ -1,0 +1,107 @@
+package plan
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/virtop-dev/virtop/internal/components"
+	"github.com/virtop-dev/virtop/internal/monitoring/placement"
+	"github.com/virtop-dev/virtop/internal/strategy/stage"
+)
+
+// PlaceMonitoring resolves the monitoring placement from the facts and
+// rewrites the planned monitoring objects accordingly: the ServiceMonitor
+// moves to the resolved namespace, the ServiceMonitor and PrometheusRule
+// get the labels the chosen Prometheus selects on, the PrometheusRule moves
+// when the install namespace is not selected, the RoleBinding's subjects
+// become the resolved accounts, and on OpenShift the install namespace gets
+// the label the platform Prometheus selects namespaces by. The objects are
+// the plan's own copies. It returns nil when no facts were gathered.
+func PlaceMonitoring(p *Plan, in *placement.Input) *placement.Placement {
+	if in == nil {
+		return nil
+	}
+	var sm, rule, binding client.Object
+	for _, o := range p.Objects {
+		kind := o.GetObjectKind().GroupVersionKind().Kind
+		switch {
+		case kind == "ServiceMonitor" && o.GetName() == components.ServiceMonitorName:
+			sm = o
+		case kind == "PrometheusRule" && o.GetName() == components.PrometheusRuleName:
+			rule = o
+		case kind == "RoleBinding" && o.GetName() == components.MonitoringRBACName:
+			binding = o
+		}
+	}
+	var objs placement.Objects
+	if sm != nil {
+		objs.ServiceMonitorLabels = sm.GetLabels()
+	}
+	if rule != nil {
+		objs.RuleLabels = rule.GetLabels()
+	}
+	pl := placement.Resolve(*in, objs)
+	if sm != nil && pl.ServiceMonitorNamespace != "" {
+		sm.SetNamespace(pl.ServiceMonitorNamespace)
+		sm.SetLabels(withLabels(sm.GetLabels(), pl.Labels))
+	}
+	if rule != nil && pl.RuleNamespace != "" {
+		rule.SetNamespace(pl.RuleNamespace)
+		rule.SetLabels(withLabels(rule.GetLabels(), pl.RuleLabels))
+	}
+	if binding != nil {
+		setSubjects(binding, pl.Subjects)
+	}
+	if len(pl.InstallNamespaceLabels) > 0 {
+		p.Objects = append(p.Objects, namespaceLabels(in.InstallNamespace, pl.InstallNamespaceLabels))
+	}
+	return &pl
+}
+
+func withLabels(have, add map[string]string) map[string]string {
+	out := make(map[string]string, len(have)+len(add))
+	for k, v := range have {
+		out[k] = v
+	}
+	for k, v := range add {
+		out[k] = v
+	}
+	return out
+}
+
+func setSubjects(o client.Object, subjects []rbacv1.Subject) {
+	switch rb := o.(type) {
+	case *rbacv1.RoleBinding:
+		rb.Subjects = append([]rbacv1.Subject(nil), subjects...)
+	case *unstructured.Unstructured:
+		if len(subjects) == 0 {
+			unstructured.RemoveNestedField(rb.Object, "subjects")
+			return
+		}
+		list := make([]interface{}, 0, len(subjects))
+		for _, s := range subjects {
+			m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&s)
+			if err == nil {
+				list = append(list, m)
+			}
+		}
+		_ = unstructured.SetNestedSlice(rb.Object, list, "subjects")
+	}
+}
+
+// namespaceLabels is the install namespace with only the labels virtop
+// owns on it (applied server-side, so other fields and labels stay as
+// they are). It carries no managed-by label: virtop never prunes or
+// deletes the namespace.
+func namespaceLabels(name string, labels map[string]string) client.Object {
+	ns := &corev1.Namespace{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: withLabels(nil, labels)},
+	}
+	stage.Set(ns, stage.Monitoring)
+	return ns
+}

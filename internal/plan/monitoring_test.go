@@ -1,0 +1,153 @@
+package plan
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/monitoring/placement"
+	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/strategy/stage"
+)
+
+func generate(t *testing.T) (*strategy.Strategy, *config.DeploymentConfig) {
+	t.Helper()
+	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: "kubevirt"}, Spec: kvv1.KubeVirtSpec{ImageTag: "v1.5.3"}}
+	cfg, err := config.FromKubeVirt(kv, config.Settings{Namespace: "kubevirt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := strategy.Generate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, cfg
+}
+
+func monitoringObjects(p *Plan) (sm *monitoringv1.ServiceMonitor, pr *monitoringv1.PrometheusRule, rb *rbacv1.RoleBinding, ns *corev1.Namespace) {
+	for _, o := range p.Objects {
+		switch x := o.(type) {
+		case *monitoringv1.ServiceMonitor:
+			sm = x
+		case *monitoringv1.PrometheusRule:
+			pr = x
+		case *rbacv1.RoleBinding:
+			if x.Name == "kubevirt-monitoring" {
+				rb = x
+			}
+		case *corev1.Namespace:
+			ns = x
+		}
+	}
+	return
+}
+
+func allAPIs() map[string]bool {
+	return map[string]bool{
+		"monitoring.coreos.com/v1/servicemonitors":            true,
+		"monitoring.coreos.com/v1/prometheusrules":            true,
+		"monitoring.coreos.com/v1/prometheuses":               true,
+		"security.openshift.io/v1/securitycontextconstraints": false,
+	}
+}
+
+func TestPlaceMonitoringKubePrometheusStack(t *testing.T) {
+	s, cfg := generate(t)
+	in := &placement.Input{
+		InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+		Namespaces: map[string]map[string]string{"kubevirt": {}, "observability": {}},
+		Prometheuses: []placement.PrometheusInfo{{
+			Namespace: "observability", Name: "kps-kube-prometheus-prometheus", CreationTimestamp: time.Unix(0, 0),
+			ServiceAccountName:     "kps-kube-prometheus-prometheus",
+			ServiceMonitorSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"release": "kps"}}, ServiceMonitorNamespaceSelector: &metav1.LabelSelector{},
+			RuleSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"release": "kps"}}, RuleNamespaceSelector: &metav1.LabelSelector{},
+		}},
+	}
+	p := Build(s, cfg, Capabilities{APIs: allAPIs(), Nodes: 1, Monitoring: in})
+	sm, pr, rb, ns := monitoringObjects(p)
+	if sm == nil || pr == nil || rb == nil {
+		t.Fatalf("monitoring objects missing: %v %v %v (closed: %s)", sm != nil, pr != nil, rb != nil, p.Describe())
+	}
+	if sm.Namespace != "observability" || sm.Labels["release"] != "kps" || sm.Labels["prometheus.kubevirt.io"] != "true" {
+		t.Errorf("ServiceMonitor %s/%s labels %v", sm.Namespace, sm.Name, sm.Labels)
+	}
+	if !reflect.DeepEqual(sm.Spec.NamespaceSelector.MatchNames, []string{"kubevirt"}) {
+		t.Errorf("ServiceMonitor must still target the install namespace: %v", sm.Spec.NamespaceSelector)
+	}
+	if pr.Namespace != "kubevirt" || pr.Labels["release"] != "kps" {
+		t.Errorf("PrometheusRule %s labels %v", pr.Namespace, pr.Labels)
+	}
+	want := []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "observability", Name: "kps-kube-prometheus-prometheus"}}
+	if !reflect.DeepEqual(rb.Subjects, want) {
+		t.Errorf("subjects %v", rb.Subjects)
+	}
+	if ns != nil {
+		t.Errorf("no namespace label off OpenShift, got %v", ns.Labels)
+	}
+	if p.Monitoring == nil || p.Monitoring.Reason != placement.ReasonApplied {
+		t.Errorf("placement %+v", p.Monitoring)
+	}
+	// The strategy itself is untouched.
+	for _, o := range s.Objects {
+		if o.GetName() == "prometheus-kubevirt-rules" && (o.GetNamespace() != "kubevirt" || o.GetLabels()["release"] != "") {
+			t.Errorf("strategy object modified: %s %s %v", o.GetObjectKind().GroupVersionKind().Kind, o.GetNamespace(), o.GetLabels())
+		}
+	}
+}
+
+func TestPlaceMonitoringNothingFoundAndNoAPI(t *testing.T) {
+	s, cfg := generate(t)
+	in := &placement.Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+		Namespaces: map[string]map[string]string{"kubevirt": {}}}
+	p := Build(s, cfg, Capabilities{APIs: allAPIs(), Nodes: 1, Monitoring: in})
+	sm, pr, rb, _ := monitoringObjects(p)
+	if sm == nil || sm.Namespace != "kubevirt" || pr == nil || rb == nil || len(rb.Subjects) != 0 {
+		t.Fatalf("nothing found: want every object in the install namespace and no subjects; sm %v rb %v", sm, rb)
+	}
+	if p.Monitoring.Reason != placement.ReasonNoPrometheusFound {
+		t.Errorf("reason %s", p.Monitoring.Reason)
+	}
+
+	p = Build(s, cfg, Capabilities{APIs: map[string]bool{}, Nodes: 1, Monitoring: &placement.Input{InstallNamespace: "kubevirt"}})
+	sm, pr, rb, _ = monitoringObjects(p)
+	if sm != nil || pr != nil || rb != nil {
+		t.Errorf("no monitoring API: nothing applied")
+	}
+	if p.Monitoring.Reason != placement.ReasonNoMonitoringAPI {
+		t.Errorf("reason %s", p.Monitoring.Reason)
+	}
+
+	// No facts gathered: the MonitoringTarget gate stays closed.
+	p = Build(s, cfg, Capabilities{APIs: allAPIs(), Nodes: 1})
+	if sm, _, rb, _ := monitoringObjects(p); sm != nil || rb != nil || p.Monitoring != nil {
+		t.Errorf("without facts the ServiceMonitor and RoleBinding wait")
+	}
+}
+
+func TestPlaceMonitoringOpenShift(t *testing.T) {
+	s, cfg := generate(t)
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"openshift.io/cluster-monitoring": "true"}}
+	in := &placement.Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true, OpenShift: true,
+		Namespaces: map[string]map[string]string{"kubevirt": {}, "openshift-monitoring": {"openshift.io/cluster-monitoring": "true"}},
+		Prometheuses: []placement.PrometheusInfo{{Namespace: "openshift-monitoring", Name: "k8s", ServiceAccountName: "prometheus-k8s",
+			ServiceMonitorSelector: &metav1.LabelSelector{}, ServiceMonitorNamespaceSelector: sel,
+			RuleSelector: &metav1.LabelSelector{}, RuleNamespaceSelector: sel}}}
+	p := Build(s, cfg, Capabilities{APIs: allAPIs(), Nodes: 1, Monitoring: in})
+	sm, pr, _, ns := monitoringObjects(p)
+	if sm.Namespace != "openshift-monitoring" || pr.Namespace != "kubevirt" {
+		t.Errorf("sm %s pr %s", sm.Namespace, pr.Namespace)
+	}
+	if ns == nil || ns.Name != "kubevirt" || ns.Labels["openshift.io/cluster-monitoring"] != "true" || len(ns.Labels) != 1 {
+		t.Fatalf("install namespace label: %v", ns)
+	}
+	if st, err := stage.Of(ns); err != nil || st != stage.Monitoring {
+		t.Errorf("namespace stage %s %v", st, err)
+	}
+}
