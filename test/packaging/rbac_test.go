@@ -1,0 +1,341 @@
+package packaging
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/localcluster"
+	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/testenv"
+)
+
+const operatorSA = "kubevirt-operator"
+
+// wait polls cond every 250 ms up to timeout.
+func wait(t *testing.T, what string, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		last = why
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
+}
+
+// repoFile reads a file relative to the repository root.
+func repoFile(t *testing.T, rel string) []byte {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func decodeInto(t *testing.T, rel string, into any) {
+	t.Helper()
+	if err := yaml.UnmarshalStrict(repoFile(t, rel), into); err != nil {
+		t.Fatalf("%s: %v", rel, err)
+	}
+}
+
+// installOperatorRBAC creates, as an administrator, the ServiceAccount,
+// roles and bindings of config/rbac for the operator of namespace ns, as
+// the release manifests do.
+func installOperatorRBAC(t *testing.T, c client.Client, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	var sa corev1.ServiceAccount
+	var cr rbacv1.ClusterRole
+	var crb rbacv1.ClusterRoleBinding
+	var role rbacv1.Role
+	var rb rbacv1.RoleBinding
+	decodeInto(t, "config/rbac/service_account.yaml", &sa)
+	decodeInto(t, "config/rbac/cluster_role.yaml", &cr)
+	decodeInto(t, "config/rbac/cluster_role_binding.yaml", &crb)
+	decodeInto(t, "config/rbac/role.yaml", &role)
+	decodeInto(t, "config/rbac/role_binding.yaml", &rb)
+	sa.Namespace, role.Namespace, rb.Namespace = ns, ns, ns
+	// The ClusterRole and its binding are cluster-wide: one per test run.
+	for i := range crb.Subjects {
+		crb.Subjects[i].Namespace = ns
+	}
+	for i := range rb.Subjects {
+		rb.Subjects[i].Namespace = ns
+	}
+	for _, o := range []client.Object{&sa, &cr, &crb, &role, &rb} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, o := range []client.Object{&cr, &crb} {
+			_ = c.Delete(context.Background(), o)
+		}
+	})
+}
+
+// impersonating returns a client config acting as the operator's
+// ServiceAccount, with the groups the API server gives a ServiceAccount
+// token.
+func impersonating(cfg *rest.Config, ns string) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.Impersonate = rest.ImpersonationConfig{
+		UserName: fmt.Sprintf("system:serviceaccount:%s:%s", ns, operatorSA),
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+	}
+	return out
+}
+
+func startOperator(t *testing.T, cfg *rest.Config, ns string) {
+	t.Helper()
+	mgr, err := operator.New(cfg, operator.Options{Namespace: ns, MetricsBindAddress: "0", HealthProbeBindAddress: "0", LeaderElect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("operator exited with %v", err)
+		}
+	})
+}
+
+// readinessFaker plays kube-controller-manager: it marks every Deployment
+// and DaemonSet of the namespace ready.
+func readinessFaker(t *testing.T, c client.Client, ns string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		for ctx.Err() == nil {
+			var ds appsv1.DeploymentList
+			if err := c.List(ctx, &ds, client.InNamespace(ns)); err == nil {
+				for i := range ds.Items {
+					d := &ds.Items[i]
+					want := int32(1)
+					if d.Spec.Replicas != nil {
+						want = *d.Spec.Replicas
+					}
+					if st := d.Status; st.ObservedGeneration != d.Generation || st.AvailableReplicas != want || st.UpdatedReplicas != want || st.Replicas != want {
+						_ = testenv.MarkDeploymentReady(ctx, c, client.ObjectKeyFromObject(d))
+					}
+				}
+			}
+			var dss appsv1.DaemonSetList
+			if err := c.List(ctx, &dss, client.InNamespace(ns)); err == nil {
+				for i := range dss.Items {
+					d := &dss.Items[i]
+					if d.Status.ObservedGeneration != d.Generation || d.Status.NumberReady == 0 || d.Status.UpdatedNumberScheduled != d.Status.DesiredNumberScheduled {
+						_ = testenv.MarkDaemonSetReady(ctx, c, client.ObjectKeyFromObject(d), 1)
+					}
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+}
+
+func condition(kv *kvv1.KubeVirt, typ kvv1.KubeVirtConditionType) kvv1.KubeVirtCondition {
+	for _, c := range kv.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return kvv1.KubeVirtCondition{}
+}
+
+// kstatusOf computes the KubeVirt resource's status as kstatus (Flux, the
+// cli-utils appliers) reads it.
+func kstatusOf(t *testing.T, kv *kvv1.KubeVirt) *status.Result {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion("kubevirt.io/v1")
+	u.SetKind("KubeVirt")
+	res, err := status.Compute(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// failOnForbidden fails the test when anything the operator did was
+// refused: its status, its events or its log.
+func failOnForbidden(t *testing.T, c client.Client, kv *kvv1.KubeVirt, phase string) {
+	t.Helper()
+	for _, cond := range kv.Status.Conditions {
+		if strings.Contains(strings.ToLower(cond.Message), "forbidden") {
+			t.Fatalf("%s: condition %s=%s %s: %s", phase, cond.Type, cond.Status, cond.Reason, cond.Message)
+		}
+	}
+	var evs eventsv1.EventList
+	if err := c.List(context.Background(), &evs, client.InNamespace(kv.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		if strings.Contains(strings.ToLower(e.Note), "forbidden") {
+			t.Fatalf("%s: event %s %s: %s", phase, e.Reason, e.Regarding.Name, e.Note)
+		}
+	}
+	if lines := forbiddenLines(); len(lines) > 0 {
+		t.Fatalf("%s: the operator was refused %d time(s); first: %s", phase, len(lines), lines[0])
+	}
+}
+
+// TestLeastPrivilegeRBAC runs the operator as its ServiceAccount, holding
+// only the roles of config/rbac, through an install of v1.5.0, an upgrade
+// to v1.5.3 and an uninstall. Any refused request fails it. Along the way
+// it checks what kstatus reads from the KubeVirt status: in progress until
+// rolled out, current when Available.
+func TestLeastPrivilegeRBAC(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	c := env.Client
+	ctx := context.Background()
+	installOperatorRBAC(t, c, ns)
+
+	// The operator cannot do what its roles do not grant.
+	asOperator, err := client.New(impersonating(env.Config, ns), client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := asOperator.List(ctx, &schedulingv1.PriorityClassList{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("listing PriorityClasses as the operator: %v, want forbidden (is impersonation in effect?)", err)
+	}
+
+	readinessFaker(t, c, ns)
+	startOperator(t, impersonating(env.Config, ns), ns)
+
+	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}
+	kv.Spec.ImageTag = "v1.5.0"
+	if err := localcluster.Prepare(kv); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, kv); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(kv)
+
+	// Install.
+	var inProgressSeen, earlyCurrent bool
+	wait(t, "install: Available", 3*time.Minute, func() (bool, string) {
+		cur := &kvv1.KubeVirt{}
+		if err := c.Get(ctx, key, cur); err != nil {
+			return false, err.Error()
+		}
+		failOnForbidden(t, c, cur, "install")
+		a := condition(cur, kvv1.KubeVirtConditionAvailable)
+		p := condition(cur, kvv1.KubeVirtConditionProgressing)
+		done := a.Status == corev1.ConditionTrue && p.Status == corev1.ConditionFalse
+		ks := kstatusOf(t, cur)
+		if !done {
+			switch ks.Status {
+			case status.InProgressStatus:
+				inProgressSeen = true
+			case status.CurrentStatus:
+				earlyCurrent = true
+			}
+		}
+		if done {
+			kv = cur
+		}
+		return done, fmt.Sprintf("phase %s, Available %s, Progressing %s: %s", cur.Status.Phase, a.Status, p.Status, p.Message)
+	})
+	if kv.Status.ObservedKubeVirtVersion != "v1.5.0" {
+		t.Fatalf("observed version %q after install", kv.Status.ObservedKubeVirtVersion)
+	}
+	if ks := kstatusOf(t, kv); ks.Status != status.CurrentStatus {
+		t.Errorf("kstatus of an Available KubeVirt: %s (%s), want Current", ks.Status, ks.Message)
+	}
+	t.Logf("install: kstatus InProgress seen before Available: %v; Current before Available: %v", inProgressSeen, earlyCurrent)
+	installGap := earlyCurrent
+
+	// Upgrade.
+	orig := kv.DeepCopy()
+	kv.Spec.ImageTag = "v1.5.3"
+	if err := c.Patch(ctx, kv, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, "upgrade: v1.5.3 rolled out", 3*time.Minute, func() (bool, string) {
+		cur := &kvv1.KubeVirt{}
+		if err := c.Get(ctx, key, cur); err != nil {
+			return false, err.Error()
+		}
+		failOnForbidden(t, c, cur, "upgrade")
+		p := condition(cur, kvv1.KubeVirtConditionProgressing)
+		done := cur.Status.ObservedKubeVirtVersion == "v1.5.3" && p.Status == corev1.ConditionFalse
+		if ks := kstatusOf(t, cur); !done && ks.Status == status.CurrentStatus {
+			t.Errorf("upgrade: kstatus Current before v1.5.3 is rolled out (observed %s, Progressing %s)", cur.Status.ObservedKubeVirtVersion, p.Status)
+		}
+		if done {
+			kv = cur
+		}
+		return done, fmt.Sprintf("observed %s, Progressing %s %s", cur.Status.ObservedKubeVirtVersion, p.Status, p.Message)
+	})
+	if ks := kstatusOf(t, kv); ks.Status != status.CurrentStatus {
+		t.Errorf("kstatus after the upgrade: %s (%s), want Current", ks.Status, ks.Message)
+	}
+
+	// Uninstall.
+	if err := c.Delete(ctx, kv); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, "uninstall: the KubeVirt resource gone", 3*time.Minute, func() (bool, string) {
+		cur := &kvv1.KubeVirt{}
+		err := c.Get(ctx, key, cur)
+		if err == nil {
+			failOnForbidden(t, c, cur, "uninstall")
+			return false, fmt.Sprintf("phase %s", cur.Status.Phase)
+		}
+		return apierrors.IsNotFound(err), err.Error()
+	})
+	var deps appsv1.DeploymentList
+	if err := c.List(ctx, &deps, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(deps.Items) > 0 {
+		t.Errorf("%d Deployments remain after uninstall, first %s", len(deps.Items), deps.Items[0].Name)
+	}
+	if lines := forbiddenLines(); len(lines) > 0 {
+		t.Fatalf("the operator was refused %d time(s); first: %s", len(lines), lines[0])
+	}
+	if installGap {
+		t.Log("KNOWN GAP: during the first install kstatus reads Current before Available: the status has no " +
+			"Reconciling condition and no observedGeneration until rolled out (see docs/gitops.md)")
+	}
+}
