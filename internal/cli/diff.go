@@ -30,7 +30,7 @@ Each operand is one of:
                 (kubectl get configmap kubevirt-install-strategy-xxxxx -o yaml)
   version:TAG   the strategy of a catalog version, rendered in process; the
                 rendering flags (--kubevirt, --namespace, --registry,
-                --feature-gates) apply to every version: operand
+                --feature-gates, --tuning) apply to every version: operand
 
 Objects are matched by group, kind, namespace and name. For objects both
 have, the changed fields are listed by path; items of lists whose items have
@@ -47,6 +47,9 @@ Exit status: 0 when the strategies are equal, 1 when they differ, 2 on error.`,
   # against what this virtop would render, ignoring labels and annotations
   kubectl -n kubevirt get configmap kubevirt-install-strategy-abcde -o yaml > installed.yaml
   virtop diff --ignore-metadata installed.yaml version:v1.5.3
+
+  # what a KubeVirtMonitoring changes (a dump tuned with virtop dump --tuning)
+  virtop diff version:v1.5.3 tuned.yaml
 
   # two dumps, as JSON for a script
   virtop dump --registry registry.example.com/kubevirt > a.yaml
@@ -109,7 +112,7 @@ Exit status: 0 when the strategies are equal, 1 when they differ, 2 on error.`,
 // renderFlagsSet lists the rendering flags given on the command line.
 func renderFlagsSet(cmd *cobra.Command) []string {
 	var out []string
-	for _, name := range []string{"kubevirt", "namespace", "registry", "feature-gates"} {
+	for _, name := range []string{"kubevirt", "namespace", "registry", "feature-gates", "tuning"} {
 		if cmd.Flags().Changed(name) {
 			out = append(out, "--"+name)
 		}

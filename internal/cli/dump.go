@@ -24,6 +24,9 @@ type renderFlags struct {
 	namespace    string
 	registry     string
 	featureGates []string
+	// tuningFile is a KubeVirtMonitoring applied to the monitoring
+	// objects after rendering, as the operator's plan applies it.
+	tuningFile string
 }
 
 func (f *renderFlags) bind(cmd *cobra.Command) {
@@ -34,6 +37,7 @@ func (f *renderFlags) bind(cmd *cobra.Command) {
 	fs.StringVar(&f.namespace, "namespace", "", "install namespace (default: the resource's, else kubevirt)")
 	fs.StringVar(&f.registry, "registry", "", "image registry (spec.imageRegistry)")
 	fs.StringSliceVar(&f.featureGates, "feature-gates", nil, "feature gates, comma-separated (replace the resource's)")
+	fs.StringVar(&f.tuningFile, "tuning", "", "a KubeVirtMonitoring (virtop.dev/v1alpha1, YAML or JSON) to apply to the PrometheusRule and ServiceMonitor, as the operator does")
 }
 
 // kubeVirt builds the KubeVirt resource the flags describe.
@@ -83,7 +87,14 @@ func (f *renderFlags) generate() (*strategy.Strategy, error) {
 	if err != nil {
 		return nil, err
 	}
-	return strategy.Generate(cfg)
+	s, err := strategy.Generate(cfg)
+	if err != nil || f.tuningFile == "" {
+		return s, err
+	}
+	if err := applyTuningFile(s, cfg, f.tuningFile); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 func decodeKubeVirt(data []byte) (*kvv1.KubeVirt, error) {
@@ -133,11 +144,17 @@ operator to apply them.`,
   virtop dump --version v1.5.0 --kind Deployment --kind DaemonSet -o json
 
   # the strategy ConfigMap the operator would write for a resource
-  virtop dump --kubevirt kubevirt-cr.yaml --as-configmap`,
+  virtop dump --kubevirt kubevirt-cr.yaml --as-configmap
+
+  # the monitoring objects as a KubeVirtMonitoring tunes them
+  virtop dump --tuning kubevirtmonitoring.yaml --kind PrometheusRule --kind ServiceMonitor`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "yaml" && output != "json" {
 				return fmt.Errorf("-o must be yaml or json, not %q", output)
+			}
+			if asConfigMap && rf.tuningFile != "" {
+				return fmt.Errorf("--tuning and --as-configmap cannot be combined: the strategy ConfigMap holds the untuned objects; the operator applies the tuning when it plans")
 			}
 			s, err := rf.generate()
 			if err != nil {

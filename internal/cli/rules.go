@@ -20,14 +20,16 @@ import (
 func init() { register(newRulesCommand) }
 
 // rulesFlags select the rules to print or test. The monitoring tuning
-// resource (--tuning FILE, a KubeVirtMonitoring) belongs here: it becomes
-// rules.Options.Alerts and AdditionalGroups, applied to both commands.
+// resource (--tuning FILE, a KubeVirtMonitoring) becomes the tuned rules of
+// both commands.
 type rulesFlags struct {
-	version string
+	version    string
+	tuningFile string
 }
 
 func (f *rulesFlags) bind(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.version, "version", "", "KubeVirt version whose rules to use (default: the catalog default, "+catalog.Default+")")
+	cmd.Flags().StringVar(&f.tuningFile, "tuning", "", "a KubeVirtMonitoring (virtop.dev/v1alpha1, YAML or JSON) whose alert tuning and additional groups to apply")
 }
 
 // release resolves the version to a catalog release.
@@ -58,14 +60,15 @@ namespace and runbook URL template.
 
 "virtop rules test" evaluates rule unit tests against them.`,
 		Example: `  virtop rules
-  virtop rules --version v1.5.0 -o json`,
+  virtop rules --version v1.5.0 -o json
+  virtop rules --tuning kubevirtmonitoring.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := rf.release()
 			if err != nil {
 				return err
 			}
-			pr, err := prometheusRule(r.Version)
+			pr, err := prometheusRule(r.Version, rf.tuningFile)
 			if err != nil {
 				return err
 			}
@@ -84,9 +87,10 @@ namespace and runbook URL template.
 }
 
 // prometheusRule renders the strategy of a version and returns its
-// PrometheusRule, exactly as the strategy holds it.
-func prometheusRule(version string) (client.Object, error) {
-	f := renderFlags{version: version}
+// PrometheusRule, exactly as the strategy holds it, or as a tuning file
+// (empty: none) changes it.
+func prometheusRule(version, tuningFile string) (client.Object, error) {
+	f := renderFlags{version: version, tuningFile: tuningFile}
 	s, err := f.generate()
 	if err != nil {
 		return nil, err
@@ -138,17 +142,27 @@ entry "` + rules.BuiltinTestRuleFile + `" reads the rendered rules (namespace
 other entries are files relative to the test file (a rule file, or a
 PrometheusRule as "virtop rules" prints it).
 
+With --tuning the rules are tuned first (alerts disabled or changed, the
+additional groups added); the built-in tests of a disabled or retuned alert
+may then fail, as they should.
+
 Prints one line per failed test and a summary "N passed, N failed"; exits 1
 when a test fails.`,
 		Example: `  virtop rules test
   virtop rules test --version v1.5.0
-  virtop rules test my-tests.yaml`,
+  virtop rules test my-tests.yaml
+  virtop rules test --tuning kubevirtmonitoring.yaml my-tests.yaml`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := rf.release()
 			if err != nil {
 				return err
 			}
 			opts := ruletest.BuiltinOptions(r.RuleSet)
+			if rf.tuningFile != "" {
+				if opts, err = tunedRuleTestOptions(r, opts, rf.tuningFile); err != nil {
+					return err
+				}
+			}
 			var results []ruletest.Result
 			if len(args) == 0 {
 				results, err = ruletest.RunBuiltin(opts)
