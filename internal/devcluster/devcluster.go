@@ -81,11 +81,16 @@ func NewAt(name, stateRoot string) (*Cluster, error) {
 	if !nameRE.MatchString(name) {
 		return nil, fmt.Errorf("invalid cluster name %q: use lower-case letters, digits and '-', at most 40 characters", name)
 	}
-	abs, err := filepath.Abs(filepath.Join(stateRoot, name))
+	root, err := filepath.Abs(stateRoot)
 	if err != nil {
 		return nil, err
 	}
-	return &Cluster{Name: name, StateDir: abs}, nil
+	// Processes are recognised by the state directory in their command
+	// lines, so it must be spelled the same way every time.
+	if real, err := filepath.EvalSymlinks(root); err == nil {
+		root = real
+	}
+	return &Cluster{Name: name, StateDir: filepath.Join(root, name)}, nil
 }
 
 // Kubeconfig is the path of the cluster's kubeconfig.

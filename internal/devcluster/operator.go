@@ -137,6 +137,8 @@ func (c *Cluster) StopOperator(ctx context.Context, grace time.Duration) (int, e
 			return pid, fmt.Errorf("stopping the operator (pid %d): %w", pid, err)
 		}
 	} else {
+		// Dead, or a live process that is not this cluster's operator (a
+		// reused PID): nothing to stop.
 		pid = 0
 	}
 	if err := os.Remove(c.OperatorPIDFile()); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -422,7 +423,18 @@ func (c *Cluster) watch(ctx context.Context, out io.Writer, cl *Clients, kv *uns
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not reached within %s (last state: %s); the cluster stays up: see %s, or `virtop down --name %s`", timeout, line, c.OperatorLog(), c.Name)
+			var why []string
+			if s.kv != nil {
+				for _, cond := range conditions(s.kv) {
+					bad := (cond.Type == "Available" && cond.Status != "True") ||
+						((cond.Type == "Degraded" || cond.Type == "Stalled") && cond.Status == "True")
+					if bad && cond.Message != "" {
+						why = append(why, fmt.Sprintf("\n  %s=%s: %s", cond.Type, cond.Status, cond.Message))
+					}
+				}
+			}
+			return fmt.Errorf("not reached within %s (last state: %s)%s\nThe cluster stays up: see %s, or run `virtop down --name %s`",
+				timeout, line, strings.Join(why, ""), c.OperatorLog(), c.Name)
 		}
 		select {
 		case <-ctx.Done():
@@ -460,7 +472,14 @@ func (c *Cluster) Delete(ctx context.Context, out io.Writer, grace time.Duration
 		fmt.Fprintln(out, "• No operator was running")
 	}
 
-	kwokPIDs := c.kwokPIDs()
+	// kwokctl signals its components and does not wait for them: note them
+	// (with their command lines, against PID reuse) to wait for afterwards.
+	kwokProcs := map[int]string{}
+	for _, pid := range c.kwokPIDs() {
+		if alive(pid) {
+			kwokProcs[pid] = procDesc(pid)
+		}
+	}
 	if c.Exists() {
 		tools, terr := FindTools()
 		if terr == nil {
@@ -475,13 +494,17 @@ func (c *Cluster) Delete(ctx context.Context, out io.Writer, grace time.Duration
 			fmt.Fprintf(out, "! %v; stopping the cluster's processes by their pidfiles instead\n", terr)
 		}
 	}
-	// What kwokctl left behind: first its own pidfiles, then anything that
-	// references the state directory.
-	for _, pid := range kwokPIDs {
-		if alive(pid) {
-			res.Killed = append(res.Killed, procDesc(pid))
-			_ = terminate(ctx, pid, 5*time.Second)
+	// What is left: first the processes of kwokctl's pidfiles that did not
+	// exit within 10 s, then anything that references the state directory.
+	for pid, desc := range kwokProcs {
+		if !res.Deleted {
+			_ = syscall.Kill(pid, syscall.SIGTERM)
 		}
+		if waitGone(ctx, pid, 10*time.Second) || procDesc(pid) != desc {
+			continue
+		}
+		res.Killed = append(res.Killed, desc)
+		_ = terminate(ctx, pid, 5*time.Second)
 	}
 	procs, err := c.Processes()
 	if err != nil {
