@@ -303,7 +303,7 @@ func validateAlerts(set rules.RuleSet, in Input, list []v1alpha1.AlertTuning, ba
 		seen[at.Name] = true
 		a, ok := set.Alert(at.Name)
 		if !ok {
-			errs = append(errs, field.NotFound(p, fmt.Sprintf("no alert %s in the rules of KubeVirt %s (alerts: %s)", at.Name, in.Version, strings.Join(set.AlertNames(), ", "))))
+			errs = append(errs, field.Invalid(p.Child("name"), at.Name, fmt.Sprintf("no alert %s in the rules of KubeVirt %s (alerts: %s)", at.Name, in.Version, strings.Join(set.AlertNames(), ", "))))
 			continue
 		}
 		bad := false
@@ -334,13 +334,13 @@ func validateAlerts(set rules.RuleSet, in Input, list []v1alpha1.AlertTuning, ba
 			v := string(at.Parameters[k])
 			pp := p.Child("parameters").Child(k)
 			if _, ok := params[k]; !ok {
-				msg := fmt.Sprintf("alert %s declares no parameter %q", at.Name, k)
+				msg := fmt.Sprintf("alert %s declares no such parameter", at.Name)
 				if len(declared) == 0 {
 					msg += " (it has no parameters)"
 				} else {
 					msg += " (parameters: " + strings.Join(declared, ", ") + ")"
 				}
-				errs = append(errs, field.NotFound(pp, msg))
+				errs = append(errs, field.Invalid(pp, k, msg))
 				bad = true
 				continue
 			}

@@ -149,9 +149,9 @@ func TestRenderInvalid(t *testing.T) {
 		msg     string // and a part of its message
 	}{
 		{"unknown alert", "", alert(v1alpha1.AlertTuning{Name: "NoSuchAlert", Disabled: true}),
-			"spec.alerts[NoSuchAlert]", "no alert NoSuchAlert in the rules of KubeVirt v1.5.3"},
+			"spec.alerts[NoSuchAlert].name", "no alert NoSuchAlert in the rules of KubeVirt v1.5.3"},
 		{"alert only in v1.5.0", "v1.5.3", alert(v1alpha1.AlertTuning{Name: "VirtApiRESTErrorsHigh", Disabled: true}),
-			"spec.alerts[VirtApiRESTErrorsHigh]", "no alert"},
+			"spec.alerts[VirtApiRESTErrorsHigh].name", "no alert"},
 		{"unknown parameter", "", alert(v1alpha1.AlertTuning{Name: "VirtApiRESTErrorsBurst", Parameters: map[string]v1alpha1.ParameterValue{"threshold": "1"}}),
 			"spec.alerts[VirtApiRESTErrorsBurst].parameters.threshold", "parameters: ratio, window"},
 		{"parameter of an alert without any", "", alert(v1alpha1.AlertTuning{Name: "VirtAPIDown", Parameters: map[string]v1alpha1.ParameterValue{"ratio": "1"}}),
