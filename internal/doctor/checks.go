@@ -386,7 +386,7 @@ func checkNodes(f *Facts) Check {
 		c.Evidence = "no control-plane pod is scheduled on a node."
 	default:
 		c.Status = OK
-		c.Evidence = fmt.Sprintf("the %d nodes hosting control-plane pods are Ready: %s.", len(nodes), strings.Join(nodes, ", "))
+		c.Evidence = fmt.Sprintf("every node hosting control-plane pods is Ready: %s.", strings.Join(nodes, ", "))
 	}
 	return c
 }

@@ -414,6 +414,9 @@ func checkMonitoringRBAC(f *Facts) Check {
 	if f.Namespace == nil {
 		return namespaceMissing(f, c)
 	}
+	if f.readErr(ReadPrometheuses) != nil && !f.absent(ReadPrometheuses) {
+		return f.skipped(c, ReadPrometheuses, "list", " in all namespaces")
+	}
 	if len(f.Prometheuses) == 0 {
 		c.Status = Skipped
 		c.Evidence = "skipped: no Prometheus resource whose ServiceAccount to check."
@@ -473,17 +476,20 @@ func checkMonitoringRBAC(f *Facts) Check {
 		hint = f.kubectl("auth can-i list endpointslices.discovery.k8s.io -n %s --as=system:serviceaccount:%s:%s", ns, failSA.Namespace, failSA.Name)
 	}
 	switch {
-	case len(fails) > 0 && clusterUnknown:
+	case len(fails) > 0 && len(oks)+len(warns) == 0 && clusterUnknown:
 		c.Status = Skipped
 		c.Evidence = "skipped: " + strings.Join(fails, "; ") + "."
 		c.Hint = hint
-	case len(fails) > 0:
+	case len(fails) > 0 && len(oks)+len(warns) == 0:
+		// No Prometheus that would scrape KubeVirt may discover its targets.
 		c.Status = Fail
-		c.Evidence = strings.Join(append(fails, warns...), "; ") + "."
+		c.Evidence = strings.Join(fails, "; ") + "."
 		c.Hint = hint
-	case len(warns) > 0:
+	case len(fails) > 0 || len(warns) > 0:
+		// At least one may; the others find no targets (or will not once
+		// they switch discovery).
 		c.Status = Warn
-		c.Evidence = strings.Join(warns, "; ") + "."
+		c.Evidence = strings.Join(append(append(fails, warns...), oks...), "; ") + "."
 		c.Hint = hint
 	default:
 		c.Status = OK
