@@ -1,0 +1,15 @@
+// Tools module: builds virtop's OCI image without a container engine
+// (`make image`). Its own module, so go-containerregistry stays out of the
+// main module's dependencies.
+module github.com/virtop-dev/virtop/hack/image
+
+go 1.26.8
+
+require github.com/google/go-containerregistry v0.22.1
+
+require (
+	github.com/klauspost/compress v1.19.2 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.1 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+)
