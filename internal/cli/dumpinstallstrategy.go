@@ -41,6 +41,9 @@ The cluster comes from the standard loading rules: $KUBECONFIG or
 Exit status: 0 when the ConfigMap is written; 2 for an error a retry cannot
 fix (missing or invalid config, a version outside this binary's catalog);
 1 for other errors (the cluster could not be reached or refused the write).`,
+		Example: `  # what the strategy Job does, played on the host against a local cluster
+  VIRTOP_DEPLOYMENT_CONFIG="$(kubectl -n kubevirt get kubevirt kubevirt -o jsonpath='{.status.targetDeploymentConfig}')" \
+    KUBECONFIG=~/.local/state/virtop/virtop/kubeconfig virtop dump-install-strategy`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), dumpInstallStrategyTimeout)

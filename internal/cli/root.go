@@ -33,6 +33,12 @@ func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "virtop",
 		Short:         "Install and run the KubeVirt control plane, and keep its monitoring true",
+		Example: `  # a local cluster with the operator, then what virtop installs
+  virtop up --nodes 3
+  virtop dump --version v1.5.3 --kind Deployment
+
+  # shell completion (bash; also zsh, fish, powershell)
+  source <(virtop completion bash)`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -15,6 +15,10 @@ func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print virtop's version",
+		Example: `  virtop version
+
+  # the binary of the image
+  skopeo copy oci-archive:dist/virtop-image.tar docker-daemon:virtop:dev && docker run --rm virtop:dev version`,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			commit := version.Commit
