@@ -31,8 +31,8 @@ func (e *ExitError) Unwrap() error { return e.Err }
 // NewRootCommand builds the command tree.
 func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "virtop",
-		Short:         "Install and run the KubeVirt control plane, and keep its monitoring true",
+		Use:   "virtop",
+		Short: "Install and run the KubeVirt control plane, and keep its monitoring true",
 		Example: `  # a local cluster with the operator, then what virtop installs
   virtop up --nodes 3
   virtop dump --version v1.5.3 --kind Deployment

@@ -19,7 +19,7 @@ func newVersionCommand() *cobra.Command {
 
   # the binary of the image
   skopeo copy oci-archive:dist/virtop-image.tar docker-daemon:virtop:dev && docker run --rm virtop:dev version`,
-		Args:  cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			commit := version.Commit
 			if commit == "" {
