@@ -1,0 +1,749 @@
+// Package live_test runs the operator against a real API server whose
+// monitoring CRDs come and go: the monitoring.coreos.com CRDs are NOT
+// installed at start (testenv Options{Monitoring: false}); tests install
+// and remove them with the client.
+package live_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/components"
+	"github.com/virtop-dev/virtop/internal/controller"
+	"github.com/virtop-dev/virtop/internal/localcluster"
+	"github.com/virtop-dev/virtop/internal/monitoring/placement"
+	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("VIRTOP_TEST_LOG") != "" {
+		log.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	}
+	os.Exit(testenv.Main(m, testenv.Options{Monitoring: false, Scheme: scheme.New()}))
+}
+
+// ---- helpers ----
+
+func wait(t testing.TB, what string, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		last = why
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
+}
+
+// startOperator runs the operator in-process for namespace ns; the returned
+// function stops it (also called at cleanup).
+func startOperator(t testing.TB, env *testenv.Env, ns string) func() {
+	t.Helper()
+	mgr, err := operator.New(env.Config, operator.Options{Namespace: ns, MetricsBindAddress: "0", HealthProbeBindAddress: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("operator exited with %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// readinessFaker plays kube-controller-manager for the namespace's
+// Deployments and DaemonSets.
+func readinessFaker(t testing.TB, c client.Client, ns string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		for ctx.Err() == nil {
+			var ds appsv1.DeploymentList
+			if err := c.List(ctx, &ds, client.InNamespace(ns)); err == nil {
+				for i := range ds.Items {
+					d := &ds.Items[i]
+					want := int32(1)
+					if d.Spec.Replicas != nil {
+						want = *d.Spec.Replicas
+					}
+					if st := d.Status; st.ObservedGeneration != d.Generation || st.UpdatedReplicas != want || st.AvailableReplicas != want || st.Replicas != want {
+						_ = testenv.MarkDeploymentReady(ctx, c, client.ObjectKeyFromObject(d))
+					}
+				}
+			}
+			var dss appsv1.DaemonSetList
+			if err := c.List(ctx, &dss, client.InNamespace(ns)); err == nil {
+				for i := range dss.Items {
+					d := &dss.Items[i]
+					if d.Status.ObservedGeneration != d.Generation || d.Status.NumberReady == 0 || d.Status.UpdatedNumberScheduled != d.Status.DesiredNumberScheduled {
+						_ = testenv.MarkDaemonSetReady(ctx, c, client.ObjectKeyFromObject(d), 1)
+					}
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+}
+
+func newKubeVirt(t testing.TB, ns string) *kvv1.KubeVirt {
+	t.Helper()
+	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}
+	if err := localcluster.Prepare(kv); err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+func condition(kv *kvv1.KubeVirt, typ kvv1.KubeVirtConditionType) kvv1.KubeVirtCondition {
+	for _, c := range kv.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return kvv1.KubeVirtCondition{}
+}
+
+func waitAvailable(t testing.TB, c client.Client, key types.NamespacedName) {
+	t.Helper()
+	wait(t, "Available=True", 3*time.Minute, func() (bool, string) {
+		kv := &kvv1.KubeVirt{}
+		if err := c.Get(context.Background(), key, kv); err != nil {
+			return false, err.Error()
+		}
+		a := condition(kv, kvv1.KubeVirtConditionAvailable)
+		return a.Status == corev1.ConditionTrue, fmt.Sprintf("Available %s: %s", a.Status, a.Message)
+	})
+}
+
+// availabilityWatch records every time Available is seen False after it
+// was first True.
+type availabilityWatch struct {
+	mu     sync.Mutex
+	wasOK  bool
+	drops  []string
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func watchAvailable(t testing.TB, c client.Client, key types.NamespacedName) *availabilityWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &availabilityWatch{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for ctx.Err() == nil {
+			kv := &kvv1.KubeVirt{}
+			if err := c.Get(ctx, key, kv); err == nil {
+				a := condition(kv, kvv1.KubeVirtConditionAvailable)
+				w.mu.Lock()
+				switch {
+				case a.Status == corev1.ConditionTrue:
+					w.wasOK = true
+				case w.wasOK:
+					w.drops = append(w.drops, fmt.Sprintf("Available %s (%s): %s", a.Status, a.Reason, a.Message))
+				}
+				w.mu.Unlock()
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(w.stop)
+	return w
+}
+
+func (w *availabilityWatch) stop() {
+	w.cancel()
+	<-w.done
+}
+
+func (w *availabilityWatch) check(t testing.TB) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.drops) > 0 {
+		t.Errorf("Available dropped %d times after it was True, first: %s", len(w.drops), w.drops[0])
+	}
+}
+
+func monitoringCRDPaths(t testing.TB) []string {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the kinds virtop uses: fewer CRDs to delete between cases.
+	dir := filepath.Join(root, testenv.MonitoringCRDDir)
+	return []string{filepath.Join(dir, "servicemonitors.yaml"), filepath.Join(dir, "prometheusrules.yaml"), filepath.Join(dir, "prometheuses.yaml")}
+}
+
+// installCRDs installs the monitoring.coreos.com CRDs and waits until they
+// are served.
+func installCRDs(t testing.TB, env *testenv.Env) {
+	t.Helper()
+	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
+		Paths: monitoringCRDPaths(t), ErrorIfPathMissing: true, MaxTime: time.Minute, PollInterval: 100 * time.Millisecond,
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var monitoringCRDNames = []string{
+	"servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com",
+	"prometheuses.monitoring.coreos.com", "podmonitors.monitoring.coreos.com",
+}
+
+// removeCRDs deletes the monitoring CRDs (and so every object of theirs)
+// and waits until they are gone.
+func removeCRDs(t testing.TB, env *testenv.Env) {
+	t.Helper()
+	ctx := context.Background()
+	for _, name := range monitoringCRDNames {
+		crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if err := env.Client.Delete(ctx, crd); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	wait(t, "monitoring CRDs gone", 2*time.Minute, func() (bool, string) {
+		for _, name := range monitoringCRDNames {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			err := env.Client.Get(ctx, client.ObjectKey{Name: name}, crd)
+			if !apierrors.IsNotFound(err) {
+				return false, fmt.Sprintf("%s still there (finalizers %v, conditions %+v)", name, crd.Finalizers, crd.Status.Conditions)
+			}
+		}
+		return true, ""
+	})
+}
+
+// stack describes a Prometheus deployment.
+type stack struct {
+	namespace, name, account string
+	smSel, smNSSel           *metav1.LabelSelector
+	ruleSel, ruleNSSel       *metav1.LabelSelector
+}
+
+// kubePrometheusStack is the Helm chart's shape for release rel.
+func kubePrometheusStack(ns, rel string) stack {
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"release": rel}}
+	return stack{namespace: ns, name: rel + "-kube-prometheus-prometheus", account: rel + "-kube-prometheus-prometheus",
+		smSel: sel, smNSSel: &metav1.LabelSelector{}, ruleSel: sel.DeepCopy(), ruleNSSel: &metav1.LabelSelector{}}
+}
+
+// create makes the stack's ServiceAccount and Prometheus resource (the
+// namespace must exist).
+func (s stack) create(t testing.TB, c client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: s.namespace, Name: s.account}}
+	if err := c.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	p := &monitoringv1.Prometheus{ObjectMeta: metav1.ObjectMeta{Namespace: s.namespace, Name: s.name}}
+	p.Spec.ServiceAccountName = s.account
+	p.Spec.ServiceMonitorSelector = s.smSel
+	p.Spec.ServiceMonitorNamespaceSelector = s.smNSSel
+	p.Spec.RuleSelector = s.ruleSel
+	p.Spec.RuleNamespaceSelector = s.ruleNSSel
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s stack) delete(t testing.TB, c client.Client) {
+	ctx := context.Background()
+	p := &monitoringv1.Prometheus{ObjectMeta: metav1.ObjectMeta{Namespace: s.namespace, Name: s.name}}
+	if err := c.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+		t.Error(err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: s.namespace, Name: s.account}}
+	if err := c.Delete(ctx, sa); err != nil && !apierrors.IsNotFound(err) {
+		t.Error(err)
+	}
+}
+
+// monitoringState is what virtop applied, for comparison across orders.
+type monitoringState struct {
+	SMNamespace, RuleNamespace string
+	SMLabels, RuleLabels       map[string]string
+	Subjects                   []rbacv1.Subject
+	Reason                     string
+}
+
+var stampedLabels = []string{"release"}
+
+// readState reads virtop's monitoring objects for the install namespace.
+func readState(c client.Client, installNS string) (monitoringState, error) {
+	ctx := context.Background()
+	var st monitoringState
+	sel := client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}
+	var sms monitoringv1.ServiceMonitorList
+	if err := c.List(ctx, &sms, sel); err != nil {
+		return st, err
+	}
+	var mine []monitoringv1.ServiceMonitor
+	for _, sm := range sms.Items {
+		if reflect.DeepEqual(sm.Spec.NamespaceSelector.MatchNames, []string{installNS}) {
+			mine = append(mine, sm)
+		}
+	}
+	if len(mine) != 1 {
+		return st, fmt.Errorf("%d ServiceMonitors target %s", len(mine), installNS)
+	}
+	st.SMNamespace, st.SMLabels = mine[0].Namespace, pick(mine[0].Labels)
+	var prs monitoringv1.PrometheusRuleList
+	if err := c.List(ctx, &prs, sel); err != nil {
+		return st, err
+	}
+	var rules []monitoringv1.PrometheusRule
+	for _, pr := range prs.Items {
+		if pr.Namespace == installNS {
+			rules = append(rules, pr)
+		}
+	}
+	if len(rules) != 1 {
+		return st, fmt.Errorf("%d PrometheusRules for %s", len(rules), installNS)
+	}
+	st.RuleNamespace, st.RuleLabels = rules[0].Namespace, pick(rules[0].Labels)
+	rb := &rbacv1.RoleBinding{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: installNS, Name: components.MonitoringRBACName}, rb); err != nil {
+		return st, err
+	}
+	st.Subjects = rb.Subjects
+	kv := &kvv1.KubeVirt{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: installNS, Name: "kubevirt"}, kv); err != nil {
+		return st, err
+	}
+	st.Reason = condition(kv, controller.ConditionMonitoringReady).Reason
+	return st, nil
+}
+
+func pick(m map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, k := range stampedLabels {
+		if v, ok := m[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// waitState waits until virtop's monitoring objects are as wanted.
+func waitState(t testing.TB, c client.Client, installNS string, want monitoringState) {
+	t.Helper()
+	wait(t, "monitoring objects placed", 2*time.Minute, func() (bool, string) {
+		got, err := readState(c, installNS)
+		if err != nil {
+			return false, err.Error()
+		}
+		if !reflect.DeepEqual(got, want) {
+			return false, fmt.Sprintf("got %+v, want %+v", got, want)
+		}
+		return true, ""
+	})
+}
+
+// selectedBy checks that the Prometheus's selectors really match the live
+// objects (prometheus-operator's semantics: nil selects nothing, nil
+// namespace selector means its own namespace).
+func selectedBy(t testing.TB, c client.Client, s stack, installNS string) {
+	t.Helper()
+	ctx := context.Background()
+	sm := &monitoringv1.ServiceMonitorList{}
+	if err := c.List(ctx, sm, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+		t.Fatal(err)
+	}
+	pr := &monitoringv1.PrometheusRuleList{}
+	if err := c.List(ctx, pr, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+		t.Fatal(err)
+	}
+	matches := func(sel, nsSel *metav1.LabelSelector, obj client.Object) bool {
+		if sel == nil {
+			return false
+		}
+		s1, _ := metav1.LabelSelectorAsSelector(sel)
+		if !s1.Matches(labels.Set(obj.GetLabels())) {
+			return false
+		}
+		if nsSel == nil {
+			return obj.GetNamespace() == s.namespace
+		}
+		ns := &corev1.Namespace{}
+		if err := c.Get(ctx, client.ObjectKey{Name: obj.GetNamespace()}, ns); err != nil {
+			return false
+		}
+		s2, _ := metav1.LabelSelectorAsSelector(nsSel)
+		return s2.Matches(labels.Set(ns.Labels))
+	}
+	found := false
+	for i := range sm.Items {
+		if reflect.DeepEqual(sm.Items[i].Spec.NamespaceSelector.MatchNames, []string{installNS}) {
+			found = true
+			if !matches(s.smSel, s.smNSSel, &sm.Items[i]) {
+				t.Errorf("Prometheus %s/%s does not select ServiceMonitor %s/%s (labels %v)", s.namespace, s.name, sm.Items[i].Namespace, sm.Items[i].Name, sm.Items[i].Labels)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no ServiceMonitor targets %s", installNS)
+	}
+	found = false
+	for i := range pr.Items {
+		if pr.Items[i].Namespace == installNS {
+			found = true
+			if !matches(s.ruleSel, s.ruleNSSel, &pr.Items[i]) {
+				t.Errorf("Prometheus %s/%s does not select PrometheusRule %s/%s (labels %v)", s.namespace, s.name, pr.Items[i].Namespace, pr.Items[i].Name, pr.Items[i].Labels)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no PrometheusRule in %s", installNS)
+	}
+}
+
+func monitoringObjectsGone(c client.Client, installNS string) (bool, string) {
+	ctx := context.Background()
+	for _, name := range []string{"servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com"} {
+		err := c.Get(ctx, client.ObjectKey{Name: name}, &apiextensionsv1.CustomResourceDefinition{})
+		if !apierrors.IsNotFound(err) {
+			return false, name + " still present"
+		}
+	}
+	for _, o := range []client.Object{&rbacv1.Role{}, &rbacv1.RoleBinding{}} {
+		err := c.Get(ctx, client.ObjectKey{Namespace: installNS, Name: components.MonitoringRBACName}, o)
+		if !apierrors.IsNotFound(err) {
+			return false, fmt.Sprintf("%T kubevirt-monitoring still present (%v)", o, err)
+		}
+	}
+	kv := &kvv1.KubeVirt{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: installNS, Name: "kubevirt"}, kv); err != nil {
+		return false, err.Error()
+	}
+	if r := condition(kv, controller.ConditionMonitoringReady).Reason; r != placement.ReasonNoMonitoringAPI {
+		return false, "MonitoringReady reason " + r
+	}
+	return true, ""
+}
+
+// ---- tests ----
+
+type step string
+
+const (
+	stepOperator   step = "operator"
+	stepKubeVirt   step = "kubevirt"
+	stepCRDs       step = "crds"
+	stepPrometheus step = "prometheus"
+)
+
+// feasibleOrders are the 12 orders of the four steps in which the
+// Prometheus resource comes after its CRD.
+func feasibleOrders() [][]step {
+	all := []step{stepOperator, stepKubeVirt, stepCRDs, stepPrometheus}
+	var out [][]step
+	var perm func(prefix []step, rest []step)
+	perm = func(prefix []step, rest []step) {
+		if len(rest) == 0 {
+			out = append(out, append([]step(nil), prefix...))
+			return
+		}
+		for i, s := range rest {
+			if s == stepPrometheus && !contains(prefix, stepCRDs) {
+				continue
+			}
+			next := append(append([]step(nil), rest[:i]...), rest[i+1:]...)
+			perm(append(prefix, s), next)
+		}
+	}
+	perm(nil, all)
+	return out
+}
+
+func contains(list []step, s step) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAnyOrder runs every feasible order of {operator running, KubeVirt
+// created, monitoring CRDs installed, Prometheus and its ServiceAccount
+// created} and checks they converge to the same objects, with Available
+// never False once it was True, and the operator never restarting.
+func TestAnyOrder(t *testing.T) {
+	env := testenv.Get(t)
+	orders := feasibleOrders()
+	if len(orders) != 12 {
+		t.Fatalf("%d orders, want 12", len(orders))
+	}
+	var reference *monitoringState
+	for _, order := range orders {
+		name := strings.Join(func() []string {
+			var s []string
+			for _, x := range order {
+				s = append(s, string(x))
+			}
+			return s
+		}(), "-")
+		t.Run(name, func(t *testing.T) {
+			c := env.Client
+			removeCRDs(t, env)
+			ns := env.Namespace(t)
+			promNS := env.Namespace(t)
+			// The release name is the same in every case, so the converged
+			// objects compare equal up to the namespaces.
+			s := kubePrometheusStack(promNS, "kps")
+			readinessFaker(t, c, ns)
+			key := types.NamespacedName{Namespace: ns, Name: "kubevirt"}
+			var avail *availabilityWatch
+			var haveOperator, haveKubeVirt bool
+			var last time.Time
+			for _, st := range order {
+				switch st {
+				case stepOperator:
+					startOperator(t, env, ns)
+					haveOperator = true
+				case stepKubeVirt:
+					if err := c.Create(context.Background(), newKubeVirt(t, ns)); err != nil {
+						t.Fatal(err)
+					}
+					avail = watchAvailable(t, c, key)
+					haveKubeVirt = true
+				case stepCRDs:
+					installCRDs(t, env)
+				case stepPrometheus:
+					s.create(t, c)
+				}
+				last = time.Now()
+				if haveOperator && haveKubeVirt {
+					waitAvailable(t, c, key)
+				}
+			}
+			t.Cleanup(func() { s.delete(t, c) })
+			want := monitoringState{
+				SMNamespace: promNS, RuleNamespace: ns,
+				SMLabels: map[string]string{"release": "kps"}, RuleLabels: map[string]string{"release": "kps"},
+				Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: promNS, Name: "kps-kube-prometheus-prometheus"}},
+				Reason:   placement.ReasonApplied,
+			}
+			waitState(t, c, ns, want)
+			t.Logf("converged %s after the last step", time.Since(last).Round(time.Millisecond))
+			selectedBy(t, c, s, ns)
+			got, _ := readState(c, ns)
+			got.SMNamespace, got.RuleNamespace, got.Subjects = "<prom>", "<install>", nil
+			if reference == nil {
+				reference = &got
+			} else if !reflect.DeepEqual(*reference, got) {
+				t.Errorf("converged to %+v, other orders to %+v", got, *reference)
+			}
+			waitAvailable(t, c, key)
+			avail.check(t)
+		})
+	}
+}
+
+// TestStackLifecycle: kube-prometheus-stack found and selected; a selector
+// changed relabels the objects; the stack removed removes virtop's
+// monitoring objects with the control plane Available; the stack restored
+// brings them back; a kube-prometheus-shaped Prometheus ends selected too.
+func TestStackLifecycle(t *testing.T) {
+	env := testenv.Get(t)
+	c := env.Client
+	ctx := context.Background()
+	removeCRDs(t, env)
+	installCRDs(t, env)
+	ns := env.Namespace(t)
+	promNS := env.Namespace(t)
+	readinessFaker(t, c, ns)
+	startOperator(t, env, ns)
+	if err := c.Create(ctx, newKubeVirt(t, ns)); err != nil {
+		t.Fatal(err)
+	}
+	key := types.NamespacedName{Namespace: ns, Name: "kubevirt"}
+	avail := watchAvailable(t, c, key)
+	waitAvailable(t, c, key)
+
+	// Nothing found yet: install namespace, no subjects.
+	waitState(t, c, ns, monitoringState{SMNamespace: ns, RuleNamespace: ns, SMLabels: map[string]string{}, RuleLabels: map[string]string{},
+		Reason: placement.ReasonNoPrometheusFound})
+
+	s := kubePrometheusStack(promNS, "monitoring")
+	s.create(t, c)
+	t.Cleanup(func() { s.delete(t, c) })
+	want := monitoringState{SMNamespace: promNS, RuleNamespace: ns,
+		SMLabels: map[string]string{"release": "monitoring"}, RuleLabels: map[string]string{"release": "monitoring"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: promNS, Name: "monitoring-kube-prometheus-prometheus"}},
+		Reason:   placement.ReasonApplied}
+	waitState(t, c, ns, want)
+	selectedBy(t, c, s, ns)
+
+	t.Run("selector changed", func(t *testing.T) {
+		p := &monitoringv1.Prometheus{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: s.name}, p); err != nil {
+			t.Fatal(err)
+		}
+		orig := p.DeepCopy()
+		sel := &metav1.LabelSelector{MatchLabels: map[string]string{"release": "renamed"}}
+		p.Spec.ServiceMonitorSelector, p.Spec.RuleSelector = sel, sel.DeepCopy()
+		if err := c.Patch(ctx, p, client.MergeFrom(orig)); err != nil {
+			t.Fatal(err)
+		}
+		s.smSel, s.ruleSel = sel, sel.DeepCopy()
+		want.SMLabels = map[string]string{"release": "renamed"}
+		want.RuleLabels = map[string]string{"release": "renamed"}
+		waitState(t, c, ns, want)
+		selectedBy(t, c, s, ns)
+
+		// A selector no label can meet: NotSelected, naming why.
+		orig = p.DeepCopy()
+		p.Spec.ServiceMonitorSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "k8s-app", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kubevirt"}}}}
+		if err := c.Patch(ctx, p, client.MergeFrom(orig)); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, "NotSelected", time.Minute, func() (bool, string) {
+			kv := &kvv1.KubeVirt{}
+			if err := c.Get(ctx, key, kv); err != nil {
+				return false, err.Error()
+			}
+			m := condition(kv, controller.ConditionMonitoringReady)
+			return m.Status == corev1.ConditionFalse && m.Reason == placement.ReasonNotSelected && strings.Contains(m.Message, "k8s-app notin (kubevirt)"),
+				fmt.Sprintf("%s %s: %s", m.Status, m.Reason, m.Message)
+		})
+		orig = p.DeepCopy()
+		p.Spec.ServiceMonitorSelector = sel.DeepCopy()
+		if err := c.Patch(ctx, p, client.MergeFrom(orig)); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, c, ns, want)
+	})
+
+	t.Run("stack removed and restored", func(t *testing.T) {
+		removeCRDs(t, env)
+		wait(t, "monitoring objects removed", time.Minute, func() (bool, string) { return monitoringObjectsGone(c, ns) })
+		waitAvailable(t, c, key)
+		installCRDs(t, env)
+		s.create(t, c)
+		waitState(t, c, ns, want)
+		selectedBy(t, c, s, ns)
+	})
+
+	t.Run("kube-prometheus shape", func(t *testing.T) {
+		s.delete(t, c)
+		// kube-prometheus: monitoring/k8s, account prometheus-k8s, {} selectors.
+		mon := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "monitoring"}}
+		if err := c.Create(ctx, mon); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		kp := stack{namespace: "monitoring", name: "k8s", account: "prometheus-k8s",
+			smSel: &metav1.LabelSelector{}, smNSSel: &metav1.LabelSelector{}, ruleSel: &metav1.LabelSelector{}, ruleNSSel: &metav1.LabelSelector{}}
+		kp.create(t, c)
+		t.Cleanup(func() { kp.delete(t, c) })
+		want := monitoringState{SMNamespace: "monitoring", RuleNamespace: ns, SMLabels: map[string]string{}, RuleLabels: map[string]string{},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "monitoring", Name: "prometheus-k8s"}},
+			Reason:   placement.ReasonApplied}
+		wait(t, "monitoring objects placed for kube-prometheus", 2*time.Minute, func() (bool, string) {
+			got, err := readState(c, ns)
+			if err != nil {
+				return false, err.Error()
+			}
+			// The PrometheusRule keeps the release label of the previous
+			// stack: the applier skips an object whose live state already
+			// holds every desired field, so a label that is only dropped
+			// is not removed (harmless here: {} selects everything).
+			got.RuleLabels = map[string]string{}
+			return reflect.DeepEqual(got, want), fmt.Sprintf("got %+v, want %+v", got, want)
+		})
+		selectedBy(t, c, kp, ns)
+	})
+	avail.check(t)
+}
+
+// BenchmarkPrometheusToServiceMonitor measures the time from a Prometheus
+// resource arriving (the last piece: operator, KubeVirt and CRDs are
+// there) to virtop's ServiceMonitor existing in its namespace with the
+// labels it selects on.
+func BenchmarkPrometheusToServiceMonitor(b *testing.B) {
+	env := testenv.Get(b)
+	c := env.Client
+	ctx := context.Background()
+	removeCRDs(b, env)
+	installCRDs(b, env)
+	ns := env.Namespace(b)
+	readinessFaker(b, c, ns)
+	startOperator(b, env, ns)
+	if err := c.Create(ctx, newKubeVirt(b, ns)); err != nil {
+		b.Fatal(err)
+	}
+	waitAvailable(b, c, types.NamespacedName{Namespace: ns, Name: "kubevirt"})
+	var total time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		promNS := env.Namespace(b)
+		s := kubePrometheusStack(promNS, fmt.Sprintf("rel%d", i))
+		b.StartTimer()
+		start := time.Now()
+		s.create(b, c)
+		for {
+			sm := &monitoringv1.ServiceMonitor{}
+			err := c.Get(ctx, client.ObjectKey{Namespace: promNS, Name: components.ServiceMonitorName}, sm)
+			if err == nil && sm.Labels["release"] == s.name[:len(s.name)-len("-kube-prometheus-prometheus")] {
+				break
+			}
+			if err != nil && !apierrors.IsNotFound(err) {
+				b.Fatal(err)
+			}
+			if time.Since(start) > time.Minute {
+				b.Fatal("no ServiceMonitor after a minute")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		b.StopTimer()
+		total += time.Since(start)
+		s.delete(b, c)
+		// Wait until the ServiceMonitor went back to the install namespace.
+		wait(b, "ServiceMonitor back home", time.Minute, func() (bool, string) {
+			err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: components.ServiceMonitorName}, &monitoringv1.ServiceMonitor{})
+			return err == nil, fmt.Sprint(err)
+		})
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms-to-servicemonitor")
+}
