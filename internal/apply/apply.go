@@ -23,6 +23,13 @@ import (
 // FieldManager owns the fields virtop applies.
 const FieldManager = "virtop"
 
+// HashAnnotation records, on every applied object, the hash of what virtop
+// applied. After a restart it tells "the live object holds what virtop
+// last applied" (skip) from "virtop now wants less" (apply, so server-side
+// apply removes the fields virtop no longer sets), which comparing fields
+// alone cannot.
+const HashAnnotation = "virtop.dev/applied-hash"
+
 // Result says what applying one object did.
 type Result string
 
@@ -35,8 +42,8 @@ const (
 // Applier applies objects. It remembers, per object, the hash of what it
 // last applied and the resourceVersion the server returned, so an object
 // that neither virtop nor anyone else changed since is skipped without a
-// request. After a restart the memory is empty; then an object whose live
-// state already holds every desired field is skipped too.
+// request. After a restart the memory is empty; then an object that carries
+// the same applied hash and still holds every desired field is skipped too.
 type Applier struct {
 	// Client writes (and reads live objects; a cached client keeps steady
 	// state free of requests).
@@ -76,7 +83,7 @@ func Desired(o client.Object) (*unstructured.Unstructured, error) {
 func hashOf(u *unstructured.Unstructured) string {
 	b, _ := json.Marshal(u.Object)
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	return hex.EncodeToString(sum[:12])
 }
 
 // Apply makes the live object hold the desired fields. It returns what it
@@ -88,6 +95,12 @@ func (a *Applier) Apply(ctx context.Context, o client.Object) (Result, *unstruct
 	}
 	key := strategy.KeyOf(o)
 	hash := hashOf(desired)
+	ann := desired.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[HashAnnotation] = hash
+	desired.SetAnnotations(ann)
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(desired.GroupVersionKind())
 	err = a.Client.Get(ctx, client.ObjectKeyFromObject(o), live)
@@ -104,7 +117,7 @@ func (a *Applier) Apply(ctx context.Context, o client.Object) (Result, *unstruct
 		if ok && rec.hash == hash && rec.resourceVersion == live.GetResourceVersion() {
 			return Unchanged, live, nil
 		}
-		if Contains(live.Object, desired.Object) {
+		if live.GetAnnotations()[HashAnnotation] == hash && Contains(live.Object, desired.Object) {
 			a.remember(key, hash, live.GetResourceVersion())
 			return Unchanged, live, nil
 		}
