@@ -16,8 +16,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/localcluster"
 )
 
 // Paths inside the checkout that `up` installs from.
@@ -209,14 +213,22 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 	case !hasCRD(ctx, cl, "kubevirts.kubevirt.io"):
 		fmt.Fprintf(out, "! The KubeVirt CRD (kubevirts.kubevirt.io) is not installed (no %s in the checkout yet): %s not applied\n", CRDDir, SampleCR)
 	default:
-		kv, err = applySample(ctx, cl, sample)
+		var patches int
+		kv, patches, err = applySample(ctx, cl, sample)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "• Applied KubeVirt %s/%s from %s\n", kv.GetNamespace(), kv.GetName(), SampleCR)
+		fmt.Fprintf(out, "• Applied KubeVirt %s/%s from %s, with %d customizeComponents patches that make its webhooks\n  failurePolicy Ignore with a %ds timeout (nothing serves them here)\n",
+			kv.GetNamespace(), kv.GetName(), SampleCR, patches, localcluster.WebhookTimeoutSeconds)
 	}
 
 	late := func() error {
+		if hasCRD(ctx, cl, "prometheuses.monitoring.coreos.com") {
+			if _, err := cl.Dynamic.Resource(prometheusGVR).Namespace(MonitoringNamespace).Get(ctx, PrometheusName, metav1.GetOptions{}); err == nil {
+				fmt.Fprintf(out, "• Prometheus %s/%s is already installed\n", MonitoringNamespace, PrometheusName)
+				return nil
+			}
+		}
 		fmt.Fprintf(out, "• Waiting %s, then installing Prometheus (late)\n", o.LateDelay)
 		select {
 		case <-ctx.Done():
@@ -257,7 +269,7 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 		if err := c.watch(ctx, out, cl, kv, op, 2*time.Minute, monitoringInstalled); err != nil {
 			fmt.Fprintf(out, "! %v\n", err)
 		} else {
-			fmt.Fprintln(out, "• Monitoring is installed (ServiceMonitor and PrometheusRule in "+InstallNamespace+")")
+			fmt.Fprintln(out, "• virtop installed monitoring for this Prometheus (its ServiceMonitor and PrometheusRule)")
 		}
 	}
 	c.printSummary(out, start, true)
@@ -275,28 +287,52 @@ func (c *Cluster) printSummary(out io.Writer, start time.Time, hasControlPlane b
 	fmt.Fprintln(out, Note)
 }
 
-// applySample applies the KubeVirt resource from the sample file.
-func applySample(ctx context.Context, cl *Clients, path string) (*unstructured.Unstructured, error) {
+// applySample applies the KubeVirt resource from the sample file, with
+// customizeComponents patches added that make every KubeVirt webhook
+// failurePolicy Ignore with a short timeout (localcluster.Prepare): nothing
+// serves them here. It returns the resource and the number of patches added.
+func applySample(ctx context.Context, cl *Clients, path string) (*unstructured.Unstructured, int, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
 	for {
 		obj := &unstructured.Unstructured{}
 		if err := dec.Decode(&obj.Object); err != nil {
 			if errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("%s holds no KubeVirt resource", path)
+				return nil, 0, fmt.Errorf("%s holds no KubeVirt resource", path)
 			}
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, 0, fmt.Errorf("%s: %w", path, err)
 		}
 		if obj.GetKind() != "KubeVirt" {
 			continue
 		}
-		if err := apply(ctx, cl, obj, InstallNamespace); err != nil {
-			return nil, err
+		if obj.GetNamespace() == "" {
+			obj.SetNamespace(InstallNamespace)
 		}
-		return obj, nil
+		kv := &kvv1.KubeVirt{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, kv); err != nil {
+			return nil, 0, fmt.Errorf("%s: %w", path, err)
+		}
+		before := len(kv.Spec.CustomizeComponents.Patches)
+		if err := localcluster.Prepare(kv); err != nil {
+			return nil, 0, fmt.Errorf("adding the local cluster's webhook patches: %w", err)
+		}
+		added := len(kv.Spec.CustomizeComponents.Patches) - before
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(kv)
+		if err != nil {
+			return nil, 0, err
+		}
+		prepared := &unstructured.Unstructured{Object: m}
+		prepared.SetAPIVersion(obj.GetAPIVersion())
+		prepared.SetKind(obj.GetKind())
+		unstructured.RemoveNestedField(prepared.Object, "status")
+		unstructured.RemoveNestedField(prepared.Object, "metadata", "creationTimestamp")
+		if err := apply(ctx, cl, prepared, InstallNamespace); err != nil {
+			return nil, 0, err
+		}
+		return prepared, added, nil
 	}
 }
 
@@ -319,7 +355,19 @@ type status struct {
 
 func isAvailable(s status) bool { return s.kv != nil && conditionTrue(s.kv, "Available") }
 
-func monitoringInstalled(s status) bool { return s.monitors > 0 && s.rules > 0 }
+// monitoringInstalled: the operator says so (condition MonitoringReady), or,
+// for an operator without that condition, a ServiceMonitor and a
+// PrometheusRule of virtop's exist.
+func monitoringInstalled(s status) bool {
+	if s.kv != nil {
+		for _, c := range conditions(s.kv) {
+			if c.Type == "MonitoringReady" {
+				return c.Status == "True"
+			}
+		}
+	}
+	return s.monitors > 0 && s.rules > 0
+}
 
 func (c *Cluster) observe(ctx context.Context, cl *Clients, kv *unstructured.Unstructured) status {
 	var s status
@@ -354,10 +402,13 @@ func (c *Cluster) observe(ctx context.Context, cl *Clients, kv *unstructured.Uns
 	if s.promCRDs {
 		_, err := cl.Dynamic.Resource(prometheusGVR).Namespace(MonitoringNamespace).Get(ctx, PrometheusName, metav1.GetOptions{})
 		s.prometheus = err == nil
-		if l, err := cl.Dynamic.Resource(serviceMonitorGVR).Namespace(InstallNamespace).List(ctx, metav1.ListOptions{}); err == nil {
+		// Upstream puts the ServiceMonitor in Prometheus's namespace and the
+		// PrometheusRule in the install namespace: count virtop's everywhere.
+		byVirtop := metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=virtop"}
+		if l, err := cl.Dynamic.Resource(serviceMonitorGVR).List(ctx, byVirtop); err == nil {
 			s.monitors = len(l.Items)
 		}
-		if l, err := cl.Dynamic.Resource(ruleGVR).Namespace(InstallNamespace).List(ctx, metav1.ListOptions{}); err == nil {
+		if l, err := cl.Dynamic.Resource(ruleGVR).List(ctx, byVirtop); err == nil {
 			s.rules = len(l.Items)
 		}
 	}
@@ -387,9 +438,9 @@ func (s status) String() string {
 	case !s.promCRDs:
 		b.WriteString("no Prometheus (monitoring.coreos.com absent)")
 	case !s.prometheus:
-		fmt.Fprintf(&b, "CRDs present, no Prometheus; %d ServiceMonitor(s), %d PrometheusRule(s)", s.monitors, s.rules)
+		fmt.Fprintf(&b, "CRDs present, no Prometheus; virtop's ServiceMonitors %d, PrometheusRules %d", s.monitors, s.rules)
 	default:
-		fmt.Fprintf(&b, "Prometheus %s/%s; %d ServiceMonitor(s), %d PrometheusRule(s) in %s", MonitoringNamespace, PrometheusName, s.monitors, s.rules, InstallNamespace)
+		fmt.Fprintf(&b, "Prometheus %s/%s; virtop's ServiceMonitors %d, PrometheusRules %d", MonitoringNamespace, PrometheusName, s.monitors, s.rules)
 	}
 	return b.String()
 }
