@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -26,6 +27,26 @@ func OperatorBuilt(ctx context.Context, virtop string) bool {
 // OperatorArgs is the command line (after the binary) the operator runs with.
 func (c *Cluster) OperatorArgs() []string {
 	return []string{"operator", "--kubeconfig", c.Kubeconfig(), "--namespace", InstallNamespace}
+}
+
+// HostOperatorFlags are the flags an operator running as a host process
+// needs: no fixed metrics or probe ports (several clusters may run on one
+// host), and its validating webhook served on webhookAddr and registered by
+// URL, since the API server cannot reach it through a Service.
+func HostOperatorFlags(webhookAddr string) []string {
+	return []string{"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+		"--webhook-bind-address", webhookAddr, "--webhook-url-host", webhookAddr}
+}
+
+// FreeLoopbackAddr returns a 127.0.0.1 address with a port nothing listens
+// on right now.
+func FreeLoopbackAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 // OperatorPID returns the PID in the operator's pidfile and whether that
@@ -97,13 +118,18 @@ func (c *Cluster) StartOperator(virtop string) (*OperatorProcess, error) {
 		return nil, err
 	}
 	defer logf.Close()
-	fmt.Fprintf(logf, "---- %s: starting %s %s\n", time.Now().Format(time.RFC3339), virtop, strings.Join(c.OperatorArgs(), " "))
+	hook, err := FreeLoopbackAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := append(c.OperatorArgs(), HostOperatorFlags(hook)...)
+	fmt.Fprintf(logf, "---- %s: starting %s %s\n", time.Now().Format(time.RFC3339), virtop, strings.Join(args, " "))
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, err
 	}
 	defer devnull.Close()
-	cmd := exec.Command(virtop, c.OperatorArgs()...)
+	cmd := exec.Command(virtop, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

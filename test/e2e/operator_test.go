@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,23 +22,14 @@ import (
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
-// freePort returns a loopback port nothing listens on.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// operatorArgs are the flags a host-process operator needs beside the
+// cluster's.
+func operatorArgs(t *testing.T) []string {
+	hook, err := devcluster.FreeLoopbackAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// operatorArgs are the flags a host-process operator needs beside the
-// cluster's: no fixed ports, and its webhook reached by URL.
-func operatorArgs(t *testing.T) []string {
-	hook := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	return []string{"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-		"--webhook-bind-address", hook, "--webhook-url-host", hook}
+	return devcluster.HostOperatorFlags(hook)
 }
 
 func kubeClient(t *testing.T, env *framework.Env) client.Client {
