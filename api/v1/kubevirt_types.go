@@ -286,6 +286,9 @@ const (
 	KubeVirtConditionCreated      KubeVirtConditionType = "Created"
 	KubeVirtConditionSynchronized KubeVirtConditionType = "Synchronized"
 	KubeVirtConditionStalled      KubeVirtConditionType = "Stalled"
+	// KubeVirtConditionReconciling mirrors Progressing for kstatus-based
+	// tools, which read Reconciling=True as "in progress".
+	KubeVirtConditionReconciling KubeVirtConditionType = "Reconciling"
 )
 
 // KubeVirtCondition is a condition as upstream KubeVirt shapes it.

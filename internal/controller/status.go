@@ -155,6 +155,10 @@ func conditions(f facts) map[kvv1.KubeVirtConditionType]cond {
 	if f.created {
 		set(kvv1.KubeVirtConditionCreated, t, ReasonAllResourcesCreated, "All resources were created")
 	}
+	// kstatus (Flux, Argo CD) reads Reconciling=True as "in progress"; on a
+	// first install there is no observedGeneration yet to tell it so.
+	p := out[kvv1.KubeVirtConditionProgressing]
+	set(kvv1.KubeVirtConditionReconciling, p.status, p.reason, p.message)
 	return out
 }
 
@@ -197,6 +201,7 @@ func mergeConditions(existing []kvv1.KubeVirtCondition, computed map[kvv1.KubeVi
 	owned := []kvv1.KubeVirtConditionType{
 		kvv1.KubeVirtConditionAvailable, kvv1.KubeVirtConditionProgressing, kvv1.KubeVirtConditionDegraded,
 		kvv1.KubeVirtConditionCreated, kvv1.KubeVirtConditionSynchronized, kvv1.KubeVirtConditionStalled,
+		kvv1.KubeVirtConditionReconciling,
 		ConditionMonitoringReady,
 	}
 	isOwned := map[kvv1.KubeVirtConditionType]bool{}
