@@ -171,7 +171,6 @@ func TestDiffJSON(t *testing.T) {
 // version:v1.5.3` says about the alerts: upstream v1.5.3 dropped the four
 // *RESTErrorsHigh alerts and changed VMCannotBeEvicted's expression.
 func TestDiffVersionRules(t *testing.T) {
-	t.Skip("until the v1.5.0 rule set lands")
 	rep := diffJSON(t, 1, "version:v1.5.0", "version:v1.5.3")
 	var found bool
 	for _, c := range rep.Changed {
