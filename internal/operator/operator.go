@@ -125,6 +125,10 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if opts.Namespace == "" {
 		return nil, fmt.Errorf("--namespace is required")
 	}
+	// Count every request to the API server (virtop_api_requests_total);
+	// a copy, so the caller's config is not wrapped twice.
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(countRequests)
 	cat := catalog.Builtin()
 	if len(opts.CatalogVersions) > 0 {
 		var err error
