@@ -182,6 +182,8 @@ type applyOutcome struct {
 	// never stop the control plane's rollout (for example a monitoring CRD
 	// removed between the snapshot and the apply).
 	monitoringErr error
+	// monitoringReached is true once the monitoring stage was applied.
+	monitoringReached bool
 }
 
 func (r *Reconciler) applyPlan(ctx context.Context, kv *kvv1.KubeVirt, p *plan.Plan, updating bool) (applyOutcome, error) {
@@ -234,6 +236,9 @@ func (r *Reconciler) applyPlan(ctx context.Context, kv *kvv1.KubeVirt, p *plan.P
 					out.waitingOn = fmt.Sprintf("%s %s: %s", key.Kind, key.Name, why)
 				}
 			}
+		}
+		if st == stage.Monitoring {
+			out.monitoringReached = true
 		}
 		if !stageReady {
 			allReady = false

@@ -183,7 +183,7 @@ func (r *Reconciler) now() metav1.Time {
 }
 
 // reconcileInstall resolves, plans and applies the strategy.
-func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f *facts) (ctrl.Result, error) {
+func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f *facts) (_ ctrl.Result, err error) {
 	log := ctrl.LoggerFrom(ctx)
 	kv.Status.OperatorVersion = r.OperatorVersion
 	cfg, err := config.FromKubeVirt(kv, r.Settings)
@@ -213,6 +213,19 @@ func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f 
 		return ctrl.Result{}, f.applyErr
 	}
 	p := plan.Build(st, cfg, caps)
+	// The honoured KubeVirtMonitoring rewrites the placed monitoring
+	// objects; its status is written however this pass ends.
+	tp, err := r.tunePlan(ctx, cfg, p)
+	if err != nil {
+		f.applyErr = err
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		if serr := r.reportTuning(ctx, tp); serr != nil {
+			log.Error(serr, "Failed to write the KubeVirtMonitoring status")
+			err = errors.Join(err, serr)
+		}
+	}()
 	f.monitoring = p.Monitoring
 	setMonitoringGate(p.Monitoring)
 	certReport, err := r.fillCertificates(ctx, kv, cfg, p)
@@ -221,6 +234,7 @@ func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f 
 		return ctrl.Result{}, err
 	}
 	out, err := r.applyPlan(ctx, kv, p, f.updating)
+	tp.observe(out.monitoringReached, out.monitoringErr)
 	if err != nil {
 		f.applyErr = err
 		return ctrl.Result{}, err

@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	virtopv1alpha1 "github.com/virtop-dev/virtop/api/v1alpha1"
 	"github.com/virtop-dev/virtop/internal/apply"
 	"github.com/virtop-dev/virtop/internal/capability"
 	"github.com/virtop-dev/virtop/internal/catalog"
@@ -155,6 +156,8 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 				&kvv1.KubeVirt{}: {Label: labels.Everything()},
 				crdMeta:          {Label: labels.Everything()},
 				nodeMeta:         {Label: labels.Everything()},
+				// The user's tuning, in the install namespace only.
+				&virtopv1alpha1.KubeVirtMonitoring{}: {Label: labels.Everything(), Namespaces: map[string]cache.Config{opts.Namespace: {}}},
 			},
 		},
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress, SecureServing: opts.MetricsBindAddress != "0"},
@@ -304,7 +307,10 @@ func setupController(mgr manager.Manager, r *controller.Reconciler, namespace st
 	nodeMeta := &metav1.PartialObjectMetadata{}
 	nodeMeta.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Node"})
 	b = b.WatchesMetadata(crdMeta, toKubeVirt, builder.WithPredicates(existenceOrVersionChanged())).
-		WatchesMetadata(nodeMeta, toKubeVirt, builder.WithPredicates(existenceChanged()))
+		WatchesMetadata(nodeMeta, toKubeVirt, builder.WithPredicates(existenceChanged())).
+		// A tuning's spec (and deletion) bumps its generation; virtop's
+		// own status writes do not.
+		Watches(&virtopv1alpha1.KubeVirtMonitoring{}, toKubeVirt, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	return b.Build(r)
 }
 
