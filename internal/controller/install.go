@@ -61,15 +61,13 @@ func (c *strategyCache) put(id string, e *cachedStrategy) {
 	}
 }
 
-var strategies strategyCache
-
 // resolveStrategy returns the strategy of the config, from memory, from
 // rendering in process (catalog versions) or from its ConfigMap (written by
 // the dump-install-strategy Job for other versions). The ConfigMap is kept
 // applied either way. A nil strategy with nil error means "pending".
 func (r *Reconciler) resolveStrategy(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig, f *facts) (*strategy.Strategy, ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
-	if c := strategies.get(cfg.ID); c != nil {
+	if c := r.strategies.get(cfg.ID); c != nil {
 		if c.configMap != nil {
 			if _, _, err := r.Applier.Apply(ctx, c.configMap); err != nil {
 				return nil, ctrl.Result{}, err
@@ -98,7 +96,7 @@ func (r *Reconciler) resolveStrategy(ctx context.Context, kv *kvv1.KubeVirt, cfg
 		if res != apply.Unchanged {
 			log.Info("Stored install strategy", "configMap", cm.Name, "version", cfg.Version, "objects", len(st.Objects))
 		}
-		strategies.put(cfg.ID, &cachedStrategy{strategy: st, configMap: cm})
+		r.strategies.put(cfg.ID, &cachedStrategy{strategy: st, configMap: cm})
 		return st, ctrl.Result{}, nil
 	}
 	// Not in this operator's catalog: the strategy comes from a ConfigMap
@@ -108,7 +106,7 @@ func (r *Reconciler) resolveStrategy(ctx context.Context, kv *kvv1.KubeVirt, cfg
 	if err == nil {
 		st, derr := strategy.FromConfigMap(cm)
 		if derr == nil && st.ID == cfg.ID {
-			strategies.put(cfg.ID, &cachedStrategy{strategy: st})
+			r.strategies.put(cfg.ID, &cachedStrategy{strategy: st})
 			if r.StrategyJobs != nil {
 				if err := r.StrategyJobs.Done(ctx, kv, cfg); err != nil {
 					log.Error(err, "Failed to delete finished install strategy Jobs")

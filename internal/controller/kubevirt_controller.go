@@ -69,6 +69,9 @@ type Reconciler struct {
 	// at a host process by URL); it must be pure and return the object
 	// itself or a changed copy.
 	AdjustObject func(client.Object) client.Object
+
+	// strategies keeps recently resolved strategies by deployment ID.
+	strategies strategyCache
 }
 
 // CapabilityReader gathers a snapshot of the live cluster for the plan.
