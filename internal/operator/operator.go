@@ -148,6 +148,10 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	nodeMeta.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Node"})
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme.Scheme,
+		// The applier reads live objects as unstructured; serve those reads
+		// from the label-scoped informers too, so a pass that changes
+		// nothing sends no request.
+		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		Cache: cache.Options{
 			// Only what virtop created is cached, whatever the size of the
 			// cluster; the exceptions are listed.
