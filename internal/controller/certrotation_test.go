@@ -16,6 +16,8 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/components"
+	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/operator/operatortest"
 	"github.com/virtop-dev/virtop/internal/testenv"
 )
 
@@ -129,8 +131,8 @@ func TestCertRotation(t *testing.T) {
 	ns := env.Namespace(t)
 	c := env.Client
 	ctx := context.Background()
-	readinessFaker(t, c, ns)
-	startOperator(t, env, ns, nil)
+	testenv.FakeReadiness(t, c, ns)
+	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
 	d := func(x time.Duration) *metav1.Duration { return &metav1.Duration{Duration: x} }
 	// CA renewed 2 min after issue with a 1 min overlap; the serving
 	// certificate every 40 s; leaves signed by the previous CA are

@@ -22,6 +22,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/localcluster"
 	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/operator/operatortest"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/testenv"
 )
@@ -45,68 +46,6 @@ func wait(t *testing.T, what string, timeout time.Duration, cond func() (bool, s
 		time.Sleep(250 * time.Millisecond)
 	}
 	t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
-}
-
-// startOperator runs the operator in-process for namespace ns until the test
-// ends.
-func startOperator(t *testing.T, env *testenv.Env, ns string, mutate func(*operator.Options)) {
-	t.Helper()
-	opts := operator.Options{Namespace: ns, MetricsBindAddress: "0", HealthProbeBindAddress: "0"}
-	if mutate != nil {
-		mutate(&opts)
-	}
-	mgr, err := operator.New(env.Config, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("operator exited with %v", err)
-		}
-	})
-}
-
-// readinessFaker plays kube-controller-manager: it marks every Deployment
-// and DaemonSet of the namespace ready, writing only those not ready yet.
-func readinessFaker(t *testing.T, c client.Client, ns string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() {
-		for ctx.Err() == nil {
-			var ds appsv1.DeploymentList
-			if err := c.List(ctx, &ds, client.InNamespace(ns)); err == nil {
-				for i := range ds.Items {
-					d := &ds.Items[i]
-					if !deploymentReady(d) {
-						_ = testenv.MarkDeploymentReady(ctx, c, client.ObjectKeyFromObject(d))
-					}
-				}
-			}
-			var dss appsv1.DaemonSetList
-			if err := c.List(ctx, &dss, client.InNamespace(ns)); err == nil {
-				for i := range dss.Items {
-					d := &dss.Items[i]
-					if d.Status.ObservedGeneration != d.Generation || d.Status.NumberReady == 0 || d.Status.UpdatedNumberScheduled != d.Status.DesiredNumberScheduled {
-						_ = testenv.MarkDaemonSetReady(ctx, c, client.ObjectKeyFromObject(d), 1)
-					}
-				}
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}()
-}
-
-func deploymentReady(d *appsv1.Deployment) bool {
-	want := int32(1)
-	if d.Spec.Replicas != nil {
-		want = *d.Spec.Replicas
-	}
-	st := d.Status
-	return st.ObservedGeneration == d.Generation && st.UpdatedReplicas == want && st.AvailableReplicas == want && st.Replicas == want
 }
 
 func newKubeVirt(t *testing.T, ns string, mutate func(*kvv1.KubeVirt)) *kvv1.KubeVirt {
@@ -187,8 +126,8 @@ func TestInstallSteadyStateDriftAndSecond(t *testing.T) {
 	ns := env.Namespace(t)
 	c := env.Client
 	ctx := context.Background()
-	readinessFaker(t, c, ns)
-	startOperator(t, env, ns, nil)
+	testenv.FakeReadiness(t, c, ns)
+	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
 	kv := newKubeVirt(t, ns, func(kv *kvv1.KubeVirt) {
 		kv.Spec.Configuration.DeveloperConfiguration = &kvv1.DeveloperConfiguration{FeatureGates: []string{"VMExport"}}
 	})
@@ -362,8 +301,8 @@ func TestUpgrade(t *testing.T) {
 	ns := env.Namespace(t)
 	c := env.Client
 	ctx := context.Background()
-	readinessFaker(t, c, ns)
-	startOperator(t, env, ns, nil)
+	testenv.FakeReadiness(t, c, ns)
+	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
 	kv := newKubeVirt(t, ns, func(kv *kvv1.KubeVirt) { kv.Spec.ImageTag = "v1.5.0" })
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
@@ -455,8 +394,8 @@ func TestUninstall(t *testing.T) {
 	ns := env.Namespace(t)
 	c := env.Client
 	ctx := context.Background()
-	readinessFaker(t, c, ns)
-	startOperator(t, env, ns, nil)
+	testenv.FakeReadiness(t, c, ns)
+	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
 	kv := newKubeVirt(t, ns, nil)
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)

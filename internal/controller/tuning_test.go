@@ -15,6 +15,8 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/api/v1alpha1"
+	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/operator/operatortest"
 	"github.com/virtop-dev/virtop/internal/testenv"
 )
 
@@ -54,8 +56,8 @@ func TestTuningLive(t *testing.T) {
 	ns := env.Namespace(t)
 	c := env.Client
 	ctx := context.Background()
-	readinessFaker(t, c, ns)
-	startOperator(t, env, ns, nil)
+	testenv.FakeReadiness(t, c, ns)
+	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
 	kv := newKubeVirt(t, ns, func(kv *kvv1.KubeVirt) { kv.Spec.ImageTag = "v1.5.0" })
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/controller"
 	"github.com/virtop-dev/virtop/internal/localcluster"
 	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/operator/operatortest"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategyjob"
 	"github.com/virtop-dev/virtop/internal/testenv"
@@ -84,56 +85,6 @@ func wait(t *testing.T, what string, timeout time.Duration, cond func() (bool, s
 	t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
 }
 
-// startOperator runs the operator in-process for namespace ns until the test
-// ends.
-func startOperator(t *testing.T, env *testenv.Env, opts operator.Options) {
-	t.Helper()
-	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
-	mgr, err := operator.New(env.Config, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("operator exited with %v", err)
-		}
-	})
-}
-
-// readinessFaker plays kube-controller-manager for the namespace's
-// Deployments and DaemonSets.
-func readinessFaker(t *testing.T, c client.Client, ns string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() {
-		for ctx.Err() == nil {
-			var ds appsv1.DeploymentList
-			if err := c.List(ctx, &ds, client.InNamespace(ns)); err == nil {
-				for i := range ds.Items {
-					d := &ds.Items[i]
-					if d.Status.ObservedGeneration != d.Generation || d.Status.AvailableReplicas == 0 {
-						_ = testenv.MarkDeploymentReady(ctx, c, client.ObjectKeyFromObject(d))
-					}
-				}
-			}
-			var dss appsv1.DaemonSetList
-			if err := c.List(ctx, &dss, client.InNamespace(ns)); err == nil {
-				for i := range dss.Items {
-					d := &dss.Items[i]
-					if d.Status.ObservedGeneration != d.Generation || d.Status.NumberReady == 0 {
-						_ = testenv.MarkDaemonSetReady(ctx, c, client.ObjectKeyFromObject(d), 1)
-					}
-				}
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}()
-}
-
 func condition(kv *kvv1.KubeVirt, typ kvv1.KubeVirtConditionType) kvv1.KubeVirtCondition {
 	for _, c := range kv.Status.Conditions {
 		if c.Type == typ {
@@ -175,8 +126,8 @@ func TestOperatorInstallsVersionOutsideItsCatalog(t *testing.T) {
 	ns := env.Namespace(t)
 	c := env.Client
 	ctx := context.Background()
-	readinessFaker(t, c, ns)
-	startOperator(t, env, operator.Options{Namespace: ns, CatalogVersions: []string{"v1.5.0"}, StrategyImage: "example.com/virtop:test"})
+	testenv.FakeReadiness(t, c, ns)
+	operatortest.Start(t, env.Config, operator.Options{Namespace: ns, CatalogVersions: []string{"v1.5.0"}, StrategyImage: "example.com/virtop:test"})
 
 	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}
 	kv.Spec.ImageTag = "v1.5.3"

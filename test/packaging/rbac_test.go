@@ -26,6 +26,7 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/localcluster"
 	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/operator/operatortest"
 	"github.com/virtop-dev/virtop/internal/testenv"
 )
 
@@ -116,57 +117,6 @@ func impersonating(cfg *rest.Config, ns string) *rest.Config {
 	return out
 }
 
-func startOperator(t *testing.T, cfg *rest.Config, ns string) {
-	t.Helper()
-	mgr, err := operator.New(cfg, operator.Options{Namespace: ns, MetricsBindAddress: "0", HealthProbeBindAddress: "0", LeaderElect: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("operator exited with %v", err)
-		}
-	})
-}
-
-// readinessFaker plays kube-controller-manager: it marks every Deployment
-// and DaemonSet of the namespace ready.
-func readinessFaker(t *testing.T, c client.Client, ns string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() {
-		for ctx.Err() == nil {
-			var ds appsv1.DeploymentList
-			if err := c.List(ctx, &ds, client.InNamespace(ns)); err == nil {
-				for i := range ds.Items {
-					d := &ds.Items[i]
-					want := int32(1)
-					if d.Spec.Replicas != nil {
-						want = *d.Spec.Replicas
-					}
-					if st := d.Status; st.ObservedGeneration != d.Generation || st.AvailableReplicas != want || st.UpdatedReplicas != want || st.Replicas != want {
-						_ = testenv.MarkDeploymentReady(ctx, c, client.ObjectKeyFromObject(d))
-					}
-				}
-			}
-			var dss appsv1.DaemonSetList
-			if err := c.List(ctx, &dss, client.InNamespace(ns)); err == nil {
-				for i := range dss.Items {
-					d := &dss.Items[i]
-					if d.Status.ObservedGeneration != d.Generation || d.Status.NumberReady == 0 || d.Status.UpdatedNumberScheduled != d.Status.DesiredNumberScheduled {
-						_ = testenv.MarkDaemonSetReady(ctx, c, client.ObjectKeyFromObject(d), 1)
-					}
-				}
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}()
-}
-
 func condition(kv *kvv1.KubeVirt, typ kvv1.KubeVirtConditionType) kvv1.KubeVirtCondition {
 	for _, c := range kv.Status.Conditions {
 		if c.Type == typ {
@@ -238,8 +188,8 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 		t.Fatalf("listing PriorityClasses as the operator: %v, want forbidden (is impersonation in effect?)", err)
 	}
 
-	readinessFaker(t, c, ns)
-	startOperator(t, impersonating(env.Config, ns), ns)
+	testenv.FakeReadiness(t, c, ns)
+	operatortest.Start(t, impersonating(env.Config, ns), operator.Options{Namespace: ns, LeaderElect: true})
 
 	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}
 	kv.Spec.ImageTag = "v1.5.0"

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -36,6 +35,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/localcluster"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/operator/operatortest"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/testenv"
 )
@@ -62,64 +62,6 @@ func wait(t testing.TB, what string, timeout time.Duration, cond func() (bool, s
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
-}
-
-// startOperator runs the operator in-process for namespace ns; the returned
-// function stops it (also called at cleanup).
-func startOperator(t testing.TB, env *testenv.Env, ns string) func() {
-	t.Helper()
-	mgr, err := operator.New(env.Config, operator.Options{Namespace: ns, MetricsBindAddress: "0", HealthProbeBindAddress: "0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("operator exited with %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
-// readinessFaker plays kube-controller-manager for the namespace's
-// Deployments and DaemonSets.
-func readinessFaker(t testing.TB, c client.Client, ns string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() {
-		for ctx.Err() == nil {
-			var ds appsv1.DeploymentList
-			if err := c.List(ctx, &ds, client.InNamespace(ns)); err == nil {
-				for i := range ds.Items {
-					d := &ds.Items[i]
-					want := int32(1)
-					if d.Spec.Replicas != nil {
-						want = *d.Spec.Replicas
-					}
-					if st := d.Status; st.ObservedGeneration != d.Generation || st.UpdatedReplicas != want || st.AvailableReplicas != want || st.Replicas != want {
-						_ = testenv.MarkDeploymentReady(ctx, c, client.ObjectKeyFromObject(d))
-					}
-				}
-			}
-			var dss appsv1.DaemonSetList
-			if err := c.List(ctx, &dss, client.InNamespace(ns)); err == nil {
-				for i := range dss.Items {
-					d := &dss.Items[i]
-					if d.Status.ObservedGeneration != d.Generation || d.Status.NumberReady == 0 || d.Status.UpdatedNumberScheduled != d.Status.DesiredNumberScheduled {
-						_ = testenv.MarkDaemonSetReady(ctx, c, client.ObjectKeyFromObject(d), 1)
-					}
-				}
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}()
 }
 
 func newKubeVirt(t testing.TB, ns string) *kvv1.KubeVirt {
@@ -529,7 +471,7 @@ func TestAnyOrder(t *testing.T) {
 			// The release name is the same in every case, so the converged
 			// objects compare equal up to the namespaces.
 			s := kubePrometheusStack(promNS, "kps")
-			readinessFaker(t, c, ns)
+			testenv.FakeReadiness(t, c, ns)
 			key := types.NamespacedName{Namespace: ns, Name: "kubevirt"}
 			var avail *availabilityWatch
 			var haveOperator, haveKubeVirt bool
@@ -537,7 +479,7 @@ func TestAnyOrder(t *testing.T) {
 			for _, st := range order {
 				switch st {
 				case stepOperator:
-					startOperator(t, env, ns)
+					operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
 					haveOperator = true
 				case stepKubeVirt:
 					if err := c.Create(context.Background(), newKubeVirt(t, ns)); err != nil {
@@ -590,8 +532,8 @@ func TestStackLifecycle(t *testing.T) {
 	installCRDs(t, env)
 	ns := env.Namespace(t)
 	promNS := env.Namespace(t)
-	readinessFaker(t, c, ns)
-	startOperator(t, env, ns)
+	testenv.FakeReadiness(t, c, ns)
+	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
 	if err := c.Create(ctx, newKubeVirt(t, ns)); err != nil {
 		t.Fatal(err)
 	}
@@ -706,8 +648,8 @@ func BenchmarkPrometheusToServiceMonitor(b *testing.B) {
 	removeCRDs(b, env)
 	installCRDs(b, env)
 	ns := env.Namespace(b)
-	readinessFaker(b, c, ns)
-	startOperator(b, env, ns)
+	testenv.FakeReadiness(b, c, ns)
+	operatortest.Start(b, env.Config, operator.Options{Namespace: ns})
 	if err := c.Create(ctx, newKubeVirt(b, ns)); err != nil {
 		b.Fatal(err)
 	}
