@@ -176,7 +176,7 @@ func TestInstallSteadyStateDriftAndSecond(t *testing.T) {
 			t.Fatal(err)
 		}
 		if cur.ResourceVersion != kvRV {
-			t.Errorf("the KubeVirt resource was written in steady state (%s -> %s)", kvRV, cur.ResourceVersion)
+			t.Errorf("the KubeVirt resource was written in steady state (%s -> %s)\nbefore: %+v\nafter:  %+v", kvRV, cur.ResourceVersion, kv.Status, cur.Status)
 		}
 	})
 

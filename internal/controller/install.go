@@ -212,6 +212,14 @@ func (r *Reconciler) applyPlan(ctx context.Context, kv *kvv1.KubeVirt, p *plan.P
 			if r.AdjustObject != nil {
 				o = r.AdjustObject(o)
 			}
+			if o.GetNamespace() != "" {
+				labels := o.GetLabels()
+				if labels == nil {
+					labels = map[string]string{}
+				}
+				labels[InstallNamespaceLabel] = kv.Namespace
+				o.SetLabels(labels)
+			}
 			res, live, err := r.Applier.Apply(ctx, o)
 			key := strategy.KeyOf(o)
 			if err != nil && st == stage.Monitoring {
@@ -286,9 +294,17 @@ var managedKinds = []schema.GroupVersionKind{
 	{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
 }
 
-// listManaged lists the live objects of a kind that virtop manages. A kind
-// the cluster does not serve has none.
-func (r *Reconciler) listManaged(ctx context.Context, gvk schema.GroupVersionKind) ([]unstructured.Unstructured, error) {
+// InstallNamespaceLabel names, on every namespaced object virtop applies,
+// the install namespace of the KubeVirt resource it belongs to, so prune
+// and uninstall never touch another installation's objects (tests run
+// several in one cluster; in production there is one).
+const InstallNamespaceLabel = "virtop.dev/install-namespace"
+
+// listManaged lists the live objects of a kind that virtop manages for the
+// installation in installNS (cluster-scoped ones, and namespaced ones
+// labelled for that namespace or not labelled at all). A kind the cluster
+// does not serve has none.
+func (r *Reconciler) listManaged(ctx context.Context, gvk schema.GroupVersionKind, installNS string) ([]unstructured.Unstructured, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	err := r.Client.List(ctx, list, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue})
@@ -301,6 +317,9 @@ func (r *Reconciler) listManaged(ctx context.Context, gvk schema.GroupVersionKin
 	var out []unstructured.Unstructured
 	for _, o := range list.Items {
 		if _, isStrategy := o.GetLabels()[components.InstallStrategyLabel]; isStrategy {
+			continue
+		}
+		if ns, labelled := o.GetLabels()[InstallNamespaceLabel]; labelled && ns != installNS {
 			continue
 		}
 		out = append(out, o)
@@ -321,7 +340,7 @@ func (r *Reconciler) prune(ctx context.Context, kv *kvv1.KubeVirt, p *plan.Plan)
 		if gvk.Kind == "CustomResourceDefinition" {
 			continue
 		}
-		objs, err := r.listManaged(ctx, gvk)
+		objs, err := r.listManaged(ctx, gvk, kv.Namespace)
 		if err != nil {
 			errs = append(errs, err)
 			continue

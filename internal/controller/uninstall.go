@@ -94,7 +94,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, kv *kvv1.KubeVirt, f *
 	remaining := 0
 	var errs []error
 	for _, gvk := range managedKinds {
-		objs, err := r.listManaged(ctx, gvk)
+		objs, err := r.listManaged(ctx, gvk, kv.Namespace)
 		if err != nil {
 			errs = append(errs, err)
 			continue
