@@ -161,7 +161,7 @@ func workloadSpecs(c *config.DeploymentConfig) []workloadSpec {
 				Image:   c.Image(VirtAPI),
 				Command: []string{VirtAPI},
 				Args:    []string{"--port", port, "--console-server-port", "8186", "--subresources-only", "-v", workloadVerbosity},
-				Ports:   workloadPorts("metrics"),
+				Ports:   metricsPort(),
 				ReadinessProbe: workloadProbe("/apis/subresources.kubevirt.io/v1/healthz", probeTiming{
 					delay: 15, period: 10,
 				}),
@@ -187,7 +187,7 @@ func workloadSpecs(c *config.DeploymentConfig) []workloadSpec {
 					"--port", port, "-v", workloadVerbosity,
 				},
 				Env:             []corev1.EnvVar{{Name: "SIDECAR_SHIM_IMAGE", Value: c.Image("sidecar-shim")}},
-				Ports:           workloadPorts("metrics"),
+				Ports:           metricsPort(),
 				LivenessProbe:   workloadProbe("/healthz", probeTiming{delay: 15, timeout: 10, failures: 8}),
 				ReadinessProbe:  workloadProbe("/leader", probeTiming{delay: 15, timeout: 10}),
 				Resources:       workloadRequests("10m", "275Mi"),
@@ -218,7 +218,7 @@ func workloadSpecs(c *config.DeploymentConfig) []workloadSpec {
 					envFromField("NODE_NAME", "spec.nodeName"),
 					envFromField("MY_POD_IP", "status.podIP"),
 				},
-				Ports:          workloadPorts("metrics"),
+				Ports:          metricsPort(),
 				LivenessProbe:  workloadProbe("/healthz", probeTiming{delay: 15, timeout: 10, period: 45, failures: 3}),
 				ReadinessProbe: workloadProbe("/healthz", probeTiming{delay: 15, timeout: 10, period: 20}),
 				// 325Mi base plus 32Mi for verifying containerdisk checksums.
@@ -247,7 +247,7 @@ func workloadSpecs(c *config.DeploymentConfig) []workloadSpec {
 				// Upstream puts the flags in the command and sets no args.
 				Image:          c.Image(VirtExportProxy),
 				Command:        []string{VirtExportProxy, "--port", port, "-v", workloadVerbosity},
-				Ports:          workloadPorts("metrics"),
+				Ports:          metricsPort(),
 				ReadinessProbe: workloadProbe("/healthz", probeTiming{delay: 15, period: 10}),
 				Resources:      workloadRequests("5m", "150Mi"),
 			},
@@ -556,19 +556,15 @@ func workloadProbe(path string, t probeTiming) *corev1.Probe {
 	}
 }
 
-// workloadPorts names the component port. Upstream serves API and metrics
+// metricsPort is the component port. Upstream serves API and metrics
 // on one port and declares it twice for virt-api ("virt-api" and "metrics")
 // and virt-exportproxy ("exportproxy" and "metrics"); server-side apply
 // refuses two container ports with the same number and protocol (they are
 // the list's merge key), so virtop declares it once, as "metrics", the name
 // the metrics Service targets. The virt-api and virt-exportproxy Services
 // target the port by number, so nothing else changes.
-func workloadPorts(names ...string) []corev1.ContainerPort {
-	out := make([]corev1.ContainerPort, 0, len(names))
-	for _, n := range names {
-		out = append(out, corev1.ContainerPort{Name: n, Protocol: corev1.ProtocolTCP, ContainerPort: workloadPort})
-	}
-	return out
+func metricsPort() []corev1.ContainerPort {
+	return []corev1.ContainerPort{{Name: "metrics", Protocol: corev1.ProtocolTCP, ContainerPort: workloadPort}}
 }
 
 func workloadRequests(cpu, memory string) corev1.ResourceRequirements {
