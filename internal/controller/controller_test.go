@@ -373,7 +373,11 @@ func TestUpgrade(t *testing.T) {
 		}
 		return out
 	}
-	if before, after := alerts(ruleBefore), alerts(ruleAfter); before["VirtApiRESTErrorsHigh"] && after["VirtApiRESTErrorsHigh"] {
+	before, after := alerts(ruleBefore), alerts(ruleAfter)
+	if !before["VirtApiRESTErrorsHigh"] {
+		t.Error("v1.5.0's rules lack VirtApiRESTErrorsHigh, which that release has")
+	}
+	if after["VirtApiRESTErrorsHigh"] {
 		t.Error("v1.5.3's rules still hold VirtApiRESTErrorsHigh, which that release removed")
 	}
 	// The strategy ConfigMaps of both versions are kept (current and

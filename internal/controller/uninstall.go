@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -81,12 +82,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, kv *kvv1.KubeVirt, f *
 			return ctrl.Result{}, err
 		}
 		if len(found) > 0 {
-			var kinds []string
-			for k := range found {
-				kinds = append(kinds, k)
-			}
 			f.deletionBlocked = fmt.Sprintf("Uninstall is blocked while workloads exist (%s) under uninstallStrategy %s; delete them, or set spec.uninstallStrategy to RemoveWorkloads",
-				strings.Join(sortedStrings(kinds), ", "), config.DefaultUninstallStrategy)
+				strings.Join(slices.Sorted(maps.Keys(found)), ", "), config.DefaultUninstallStrategy)
 			// Workload kinds are not watched; look again shortly.
 			return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 		}
@@ -176,10 +173,4 @@ func (r *Reconciler) crdEmpty(ctx context.Context, crd *unstructured.Unstructure
 		return len(list.Items) == 0, nil
 	}
 	return true, nil
-}
-
-func sortedStrings(in []string) []string {
-	out := slices.Clone(in)
-	slices.Sort(out)
-	return out
 }
