@@ -122,9 +122,8 @@ func TestOperatorLifecycle(t *testing.T) {
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
-	took := waitKubeVirt(t, c, "Available", 3*time.Minute, available)
+	waitKubeVirt(t, c, "Available", 3*time.Minute, available)
 	t.Logf("MEASURE KubeVirt created -> Available with %d fake nodes: %s", env.Nodes, time.Since(created).Round(100*time.Millisecond))
-	_ = took
 	for _, name := range []string{"virt-api", "virt-controller"} {
 		env.WaitDeploymentAvailable(t, devcluster.InstallNamespace, name, framework.DefaultTimeout)
 	}
