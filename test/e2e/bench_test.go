@@ -167,7 +167,7 @@ func installTimed(t *testing.T, env *framework.Env, c client.Client, metricsAddr
 	if err := c.Create(context.Background(), kv); err != nil {
 		t.Fatal(err)
 	}
-	waitKubeVirt(t, c, fmt.Sprintf("Available with %d nodes", nodes), timeout, available)
+	framework.WaitKubeVirt(t, c, fmt.Sprintf("Available with %d nodes", nodes), timeout, framework.Available)
 	took := time.Since(created)
 	verbs, byKey, writes := mustScrape(t, metricsAddr).delta(before)
 	t.Logf("MEASURE KubeVirt created -> Available with %d fake nodes: %s", nodes, took.Round(100*time.Millisecond))
@@ -204,14 +204,14 @@ func TestBenchInstall(t *testing.T) {
 	if !env.OperatorBuilt() {
 		t.Fatal("the virtop binary has no operator command")
 	}
-	c := kubeClient(t, env)
+	c := env.Client(t)
 	ctx := context.Background()
 	metricsAddr, err := devcluster.FreeLoopbackAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The last --metrics-bind-address wins over HostOperatorFlags' "0".
-	op := env.Operator(t, append(operatorArgs(t), "--metrics-bind-address", metricsAddr)...).Start()
+	op := env.Operator(t, append(framework.HostOperatorArgs(t), "--metrics-bind-address", metricsAddr)...).Start()
 	defer op.Stop(10 * time.Second)
 	startup := mustScrape(t, metricsAddr)
 	verbs, _, _ := startup.delta(nil)

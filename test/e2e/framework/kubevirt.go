@@ -1,0 +1,164 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/components"
+	"github.com/virtop-dev/virtop/internal/devcluster"
+	"github.com/virtop-dev/virtop/internal/localcluster"
+	"github.com/virtop-dev/virtop/internal/scheme"
+)
+
+// HostOperatorArgs are the flags a host-process operator needs beside the
+// cluster's (a free loopback address for its webhook server).
+func HostOperatorArgs(t testing.TB) []string {
+	t.Helper()
+	hook, err := devcluster.FreeLoopbackAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return devcluster.HostOperatorFlags(hook)
+}
+
+// Client is a controller-runtime client of the suite's cluster with
+// virtop's scheme.
+func (e *Env) Client(t testing.TB) client.Client {
+	t.Helper()
+	c, err := client.New(e.Clients.Config, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// KubeVirtKey is the KubeVirt resource the suite installs.
+var KubeVirtKey = client.ObjectKey{Namespace: devcluster.InstallNamespace, Name: "kubevirt"}
+
+// NewKubeVirt returns the KubeVirt resource for imageTag, prepared for the
+// local cluster (webhooks Ignore), not yet created.
+func NewKubeVirt(t testing.TB, imageTag string) *kvv1.KubeVirt {
+	t.Helper()
+	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: KubeVirtKey.Name, Namespace: KubeVirtKey.Namespace}}
+	kv.Spec.ImageTag = imageTag
+	if err := localcluster.Prepare(kv); err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+// KVCondition returns the condition typ of kv (zero value when absent).
+func KVCondition(kv *kvv1.KubeVirt, typ kvv1.KubeVirtConditionType) kvv1.KubeVirtCondition {
+	for _, c := range kv.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return kvv1.KubeVirtCondition{}
+}
+
+// WaitKubeVirt waits until ok holds for the suite's KubeVirt resource; ok's
+// message is reported while it does not.
+func WaitKubeVirt(t testing.TB, c client.Client, what string, timeout time.Duration, ok func(*kvv1.KubeVirt) (bool, string)) time.Duration {
+	t.Helper()
+	return Eventually(t, what, timeout, func(ctx context.Context) (bool, error) {
+		kv := &kvv1.KubeVirt{}
+		if err := c.Get(ctx, KubeVirtKey, kv); err != nil {
+			return false, err
+		}
+		done, why := ok(kv)
+		if !done {
+			return false, fmt.Errorf("%s", why)
+		}
+		return true, nil
+	})
+}
+
+// Available holds when the KubeVirt resource is Available and not
+// Progressing.
+func Available(kv *kvv1.KubeVirt) (bool, string) {
+	a := KVCondition(kv, kvv1.KubeVirtConditionAvailable)
+	p := KVCondition(kv, kvv1.KubeVirtConditionProgressing)
+	return a.Status == corev1.ConditionTrue && p.Status == corev1.ConditionFalse,
+		fmt.Sprintf("phase %s; Available %s: %s; Progressing %s: %s", kv.Status.Phase, a.Status, a.Message, p.Status, p.Message)
+}
+
+// AvailableAt holds when the KubeVirt resource is Available at version.
+func AvailableAt(version string) func(*kvv1.KubeVirt) (bool, string) {
+	return func(kv *kvv1.KubeVirt) (bool, string) {
+		ok, why := Available(kv)
+		return ok && kv.Status.ObservedKubeVirtVersion == version,
+			fmt.Sprintf("observed %q; %s", kv.Status.ObservedKubeVirtVersion, why)
+	}
+}
+
+// ManagedKinds are the list kinds ManagedResourceVersions looks at.
+var ManagedKinds = [][2]string{
+	{"apps/v1", "DeploymentList"}, {"apps/v1", "DaemonSetList"}, {"v1", "ServiceList"}, {"v1", "ServiceAccountList"},
+	{"v1", "SecretList"}, {"v1", "ConfigMapList"}, {"policy/v1", "PodDisruptionBudgetList"},
+	{"rbac.authorization.k8s.io/v1", "RoleList"}, {"rbac.authorization.k8s.io/v1", "RoleBindingList"},
+	{"rbac.authorization.k8s.io/v1", "ClusterRoleList"}, {"rbac.authorization.k8s.io/v1", "ClusterRoleBindingList"},
+	{"apiextensions.k8s.io/v1", "CustomResourceDefinitionList"},
+	{"admissionregistration.k8s.io/v1", "ValidatingWebhookConfigurationList"},
+	{"admissionregistration.k8s.io/v1", "MutatingWebhookConfigurationList"},
+}
+
+// ManagedResourceVersions lists every object labelled as managed by virtop
+// (of ManagedKinds), keyed "<List kind>/<namespace>/<name>", by
+// resourceVersion.
+func ManagedResourceVersions(t testing.TB, c client.Client) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, gvk := range ManagedKinds {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion(gvk[0])
+		list.SetKind(gvk[1])
+		if err := c.List(context.Background(), list, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range list.Items {
+			out[gvk[1]+"/"+o.GetNamespace()+"/"+o.GetName()] = o.GetResourceVersion()
+		}
+	}
+	return out
+}
+
+// DeleteKubeVirt deletes the suite's KubeVirt resource and waits until it
+// and every object virtop manages are gone.
+func DeleteKubeVirt(t testing.TB, c client.Client, timeout time.Duration) {
+	t.Helper()
+	kv := &kvv1.KubeVirt{}
+	kv.Namespace, kv.Name = KubeVirtKey.Namespace, KubeVirtKey.Name
+	if err := c.Delete(context.Background(), kv); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	Eventually(t, "the KubeVirt resource gone", timeout, func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, KubeVirtKey, &kvv1.KubeVirt{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, fmt.Errorf("still there: %v", err)
+	})
+	Eventually(t, "managed objects gone", timeout, func(ctx context.Context) (bool, error) {
+		left := ManagedResourceVersions(t, c)
+		if len(left) == 0 {
+			return true, nil
+		}
+		names := make([]string, 0, len(left))
+		for k := range left {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		return false, fmt.Errorf("%d left: %v", len(left), names)
+	})
+}
