@@ -21,6 +21,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/faultpoint"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
@@ -89,7 +90,9 @@ func (r *Reconciler) resolveStrategy(ctx context.Context, kv *kvv1.KubeVirt, cfg
 		if err != nil {
 			return nil, ctrl.Result{}, err
 		}
+		faultpoint.Hit("strategy:before-write")
 		res, _, err := r.Applier.Apply(ctx, cm)
+		faultpoint.Hit("strategy:after-write")
 		if err != nil {
 			return nil, ctrl.Result{}, fmt.Errorf("storing the install strategy: %w", err)
 		}
@@ -221,6 +224,7 @@ func (r *Reconciler) applyPlan(ctx context.Context, kv *kvv1.KubeVirt, p *plan.P
 				o.SetLabels(labels)
 			}
 			res, live, err := r.Applier.Apply(ctx, o)
+			faultpoint.Hit("object:" + string(st))
 			key := strategy.KeyOf(o)
 			if err != nil && st == stage.Monitoring {
 				logFor(log, key).Error(err, "Failed to apply a monitoring object; the control plane goes on")
@@ -243,6 +247,7 @@ func (r *Reconciler) applyPlan(ctx context.Context, kv *kvv1.KubeVirt, p *plan.P
 				}
 			}
 		}
+		faultpoint.Hit("stage:" + string(st))
 		if st == stage.Monitoring {
 			out.monitoringReached = true
 		}

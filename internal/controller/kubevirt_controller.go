@@ -27,6 +27,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/certs"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/faultpoint"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
@@ -259,6 +260,7 @@ func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f 
 		f.applyErr = err
 		return ctrl.Result{}, err
 	}
+	faultpoint.Hit("pruned")
 	if err := r.collectStrategies(ctx, kv.Namespace, cfg.ID, kv.Status.ObservedDeploymentID); err != nil {
 		log.Error(err, "Failed to delete old strategy ConfigMaps")
 	}
