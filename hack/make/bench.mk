@@ -1,6 +1,21 @@
-# Benchmarks on the local cluster (issue 5): created -> Available with 3 and
-# 100 fake nodes, API requests per idle minute. Not part of `make test`.
+# Benchmarks (issue 10), not part of CI. `make bench` runs the Go
+# benchmarks (strategy generation and encoding, certificates, Prometheus
+# late on envtest) three times each, then the local-cluster benchmark
+# (test/e2e/bench, build tag bench): created -> Available with 3, 100 and
+# 1000 fake nodes, Prometheus late, idle minutes and memory, each timed
+# figure the median of 3 runs. Output: dist/bench/{go.txt,e2e.txt,e2e.json};
+# docs/benchmarks.md holds the latest figures.
+BENCH_DIR ?= dist/bench
+# VIRTOP_BENCH_NODES, VIRTOP_BENCH_RUNS, VIRTOP_BENCH_IDLE_MINUTES and
+# VIRTOP_BENCH_NAMESPACES shrink the e2e benchmark (see test/e2e/bench).
 
-.PHONY: bench-e2e
-bench-e2e: ## install benchmark on the local cluster (MEASURE lines)
-	VIRTOP_BENCH=1 $(GO) test ./test/e2e -run Bench -p 1 -count=1 -timeout 30m -v
+.PHONY: bench bench-go bench-e2e
+bench: bench-go bench-e2e ## Every benchmark (not part of CI); figures in dist/bench
+
+bench-go: ## Go benchmarks, 3 runs each (strategy generation, encoding, ...)
+	@mkdir -p $(BENCH_DIR)
+	$(GO) test -run '^$$' -bench . -benchmem -count 3 -timeout 30m $(GOTEST_PKGS) | tee $(BENCH_DIR)/go.txt
+
+bench-e2e: tools ## local-cluster benchmark: install, Prometheus late, idle, memory (MEASURE lines)
+	@mkdir -p $(BENCH_DIR)
+	VIRTOP_BENCH_OUT=$(CURDIR)/$(BENCH_DIR)/e2e.json $(GO) test -tags bench ./test/e2e/bench -run TestBench -p 1 -count=1 -timeout 120m -v | tee $(BENCH_DIR)/e2e.txt

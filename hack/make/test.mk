@@ -17,6 +17,3 @@ test: tools ## Every test: unit, envtest and end to end (the e2e packages one at
 	{ $(GO) test -json -count=1 -timeout $(UNIT_TIMEOUT) $(GOTEST_PKGS); \
 	  $(GO) test -json -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./test/e2e/...; } | $(SUMMARY)
 
-.PHONY: bench
-bench: ## Benchmarks (not part of CI)
-	$(GO) test -run '^$$' -bench . -benchmem -count 3 -timeout 30m $(GOTEST_PKGS)
