@@ -59,6 +59,9 @@ type Options struct {
 	LeaderElect            bool
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
+	// PprofBindAddress serves net/http/pprof when set (empty or "0":
+	// off); for profiling, never exposed by the manifests.
+	PprofBindAddress string
 	// StrategyImage renders versions outside the catalog in a Job.
 	StrategyImage      string
 	RunbookURLTemplate string
@@ -166,6 +169,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		},
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress, SecureServing: opts.MetricsBindAddress != "0"},
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
+		PprofBindAddress:              opts.PprofBindAddress,
 		LeaderElection:                opts.LeaderElect,
 		LeaderElectionID:              LeaseName,
 		LeaderElectionNamespace:       opts.Namespace,
