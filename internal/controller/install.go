@@ -70,8 +70,22 @@ func (r *Reconciler) resolveStrategy(ctx context.Context, kv *kvv1.KubeVirt, cfg
 	log := ctrl.LoggerFrom(ctx)
 	if c := r.strategies.get(cfg.ID); c != nil {
 		if c.configMap != nil {
-			if _, _, err := r.Applier.Apply(ctx, c.configMap); err != nil {
+			res, _, err := r.Applier.Apply(ctx, c.configMap)
+			if err != nil {
 				return nil, ctrl.Result{}, err
+			}
+			if res != apply.Unchanged {
+				// Stored by this process, so someone deleted or changed it.
+				// The events' action tells the two apart: events of one
+				// object, reason and action fold into one series.
+				found, action := "changed", "Update"
+				if res == apply.Created {
+					found, action = "deleted", "Create"
+				}
+				log.Info("Restored install strategy ConfigMap", "configMap", c.configMap.Name, "found", found)
+				if r.Recorder != nil {
+					r.Recorder.Eventf(kv, nil, corev1.EventTypeWarning, "StrategyRestored", action, "Install strategy ConfigMap %s was %s; wrote it again", c.configMap.Name, found)
+				}
 			}
 		}
 		return c.strategy, ctrl.Result{}, nil
