@@ -291,7 +291,15 @@ func (r *Reconciler) writeStatus(ctx context.Context, orig, kv *kvv1.KubeVirt, f
 		return nil
 	}
 	r.eventForChanges(orig, kv)
-	patch := client.MergeFrom(orig)
+	// The patch carries the resourceVersion the pass read (or its own
+	// finalizer write returned): a pass that read the resource from a
+	// cache that has not yet seen an earlier status write would otherwise
+	// send only its differences from that stale copy and leave the earlier
+	// write's conditions in place (two spec changes in quick succession).
+	// A conflict requeues the pass with fresh data.
+	base := orig.DeepCopy()
+	base.ResourceVersion = kv.ResourceVersion
+	patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
 	if err := r.Client.Status().Patch(ctx, kv, patch, client.FieldOwner(StatusFieldManager)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
