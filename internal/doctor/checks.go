@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/components"
+	strategystage "github.com/virtop-dev/virtop/internal/strategy/stage"
 )
 
 // Check names, stable for scripts.
@@ -42,6 +44,7 @@ const (
 	metricsPortName      = "metrics"
 	metricsPortNumber    = 8443
 	apiServiceName       = "v1.subresources.kubevirt.io"
+	operatorLeaseName    = "virt-operator"
 	recentWarningsWindow = time.Hour
 )
 
@@ -245,6 +248,11 @@ func checkComponent(f *Facts, name string, group Group) Check {
 	}
 	c.Evidence += "."
 	selector := fmt.Sprintf("-l %s=%s", components.AppLabel, name)
+	if name == components.VirtOperator && ready == 0 {
+		if lc, ok := f.operatorLeaseCheck(c, len(pods)); ok {
+			return lc
+		}
+	}
 	switch {
 	case ready == 0:
 		c.Status = Fail
@@ -254,7 +262,7 @@ func checkComponent(f *Facts, name string, group Group) Check {
 			c.Hint = f.kubectlNS("describe pods %s", selector)
 		}
 		if name == components.VirtOperator {
-			c.Evidence += " Nothing reconciles the control plane while no operator runs."
+			c.Evidence += " " + f.leaseEvidence() + " Nothing reconciles the control plane while no operator runs."
 		}
 	case ready < len(pods) || (wanted >= 0 && int32(ready) < wanted):
 		c.Status = Warn
@@ -627,14 +635,30 @@ func isStrategyJobPod(p *corev1.Pod) bool {
 	return strings.Contains(p.Labels[components.AppLabel], "install-strategy")
 }
 
+// checkAPIService tells apart three states of v1.subresources.kubevirt.io:
+//
+//   - registered and unavailable (Fail): discovery of the whole cluster is
+//     degraded and every namespace deletion hangs, since the namespace
+//     controller cannot list the group's resources;
+//   - not registered although virtop's strategy holds it, gated on virt-api
+//     answering through the API server (ready:virt-api): virtop withholds it
+//     on purpose so that the cluster is spared the above. Nothing hangs, but
+//     virtctl's subresources fail, and it means the API server cannot reach
+//     virt-api (its webhooks neither): Warn, a Degraded installation. On
+//     simulated (kwok) nodes no pod serves, so withholding it is the design,
+//     not a fault: OK;
+//   - not registered otherwise (upstream registers it with virt-api): Warn.
 func checkAPIService(f *Facts) Check {
 	c := Check{Name: CheckAPIService, Group: GroupCluster}
 	if f.readErr(ReadAPIService) != nil {
 		return f.skipped(c, ReadAPIService, "get", "")
 	}
 	if f.APIService == nil {
+		if withheld := f.apiServiceWithheld(); withheld != "" {
+			return f.withheldAPIService(c, withheld)
+		}
 		c.Status = Warn
-		c.Evidence = "APIService " + apiServiceName + " is not registered: virtctl console, VNC, start, stop and migrate fail. virtop registers it once virt-api really serves (on a local cluster from `virtop up` it never does)."
+		c.Evidence = "APIService " + apiServiceName + " is not registered: virtctl console, VNC, start, stop and migrate fail."
 		c.Hint = f.kubectl("get apiservices.apiregistration.k8s.io -l kubevirt.io")
 		return c
 	}
@@ -649,4 +673,122 @@ func checkAPIService(f *Facts) Check {
 	c.Status = OK
 	c.Evidence = "APIService " + apiServiceName + " is available."
 	return c
+}
+
+// apiServiceWithheld returns the virtop strategy ConfigMap that holds the
+// APIService gated on virt-api answering, "" when none does.
+func (f *Facts) apiServiceWithheld() string {
+	if f.readErr(ReadConfigMaps) != nil {
+		return ""
+	}
+	for _, s := range f.currentStrategies() {
+		if s.Virtop && slices.Contains(s.APIServicesAwaitingVirtAPI, apiServiceName) {
+			return s.Name
+		}
+	}
+	return ""
+}
+
+func (f *Facts) withheldAPIService(c Check, strategyCM string) Check {
+	ns := f.Where.Namespace
+	base := fmt.Sprintf("APIService %s is withheld by virtop: its install strategy (ConfigMap %s) registers it only once virt-api answers through the API server's service proxy (gate %s), so an unanswering virt-api never leaves a registered but unavailable APIService that would hang every namespace deletion.", apiServiceName, strategyCM, strategystage.VirtAPIServing)
+	if nodes, ok := f.simulatedVirtAPINodes(); ok {
+		c.Status = OK
+		c.Evidence = fmt.Sprintf("%s virt-api runs on simulated (kwok) nodes (%s), where no pod serves: withholding it is the design of such a cluster, and virtctl's console, VNC, start, stop and migrate are not available on it.", base, strings.Join(nodes, ", "))
+		return c
+	}
+	c.Status = Warn
+	c.Evidence = base + " Nothing hangs, but virtctl console, VNC, start, stop and migrate fail, and the API server cannot reach virt-api, so neither can it call virt-api's webhooks: look for a NetworkPolicy, a firewall between the control-plane hosts and the pod network, or virt-api's serving certificate."
+	if f.readyCount(components.VirtAPI) == 0 {
+		c.Evidence += " (virt-api has no ready pod.)"
+	}
+	c.Hint = f.kubectl("get --raw /api/v1/namespaces/%s/services/https:%s:443/proxy/apis/subresources.kubevirt.io/v1/healthz", ns, components.VirtAPI)
+	return c
+}
+
+// kwokNodeAnnotation marks the nodes kwok simulates.
+const kwokNodeAnnotation = "kwok.x-k8s.io/node"
+
+// simulatedVirtAPINodes: every virt-api pod is bound to a node kwok
+// simulates (annotation kwok.x-k8s.io/node), where nothing runs in pods.
+// It returns those nodes; ok is false when there is no such pod or one runs
+// on a real node.
+func (f *Facts) simulatedVirtAPINodes() ([]string, bool) {
+	seen := map[string]bool{}
+	for _, p := range f.componentPods(components.VirtAPI) {
+		n, known := f.Nodes[p.Spec.NodeName]
+		if !known || n.Annotations[kwokNodeAnnotation] == "" {
+			return nil, false
+		}
+		seen[n.Name] = true
+	}
+	if len(seen) == 0 {
+		return nil, false
+	}
+	return sortedKeys(seen), true
+}
+
+// leaseHolder returns who holds the operator's Lease and when it was last
+// renewed, with held false when nobody holds it or the holder let it
+// expire (renewTime + leaseDurationSeconds before the facts were read).
+func (f *Facts) leaseHolder() (holder string, renewed time.Time, held bool) {
+	l := f.OperatorLease
+	if l == nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+		return "", time.Time{}, false
+	}
+	holder = *l.Spec.HolderIdentity
+	if l.Spec.RenewTime == nil {
+		return holder, time.Time{}, false
+	}
+	renewed = l.Spec.RenewTime.Time
+	d := 15 * time.Second
+	if l.Spec.LeaseDurationSeconds != nil {
+		d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+	}
+	return holder, renewed, !renewed.Add(d).Before(f.Now)
+}
+
+// leaseEvidence describes the operator's Lease when it is not held.
+func (f *Facts) leaseEvidence() string {
+	ns := f.Where.Namespace
+	switch {
+	case f.readErr(ReadLease) != nil:
+		return fmt.Sprintf("Lease %s/%s could not be read (%v).", ns, operatorLeaseName, f.readErr(ReadLease))
+	case f.OperatorLease == nil:
+		return fmt.Sprintf("No Lease %s/%s: no operator with leader election runs elsewhere either.", ns, operatorLeaseName)
+	}
+	holder, renewed, _ := f.leaseHolder()
+	if holder == "" {
+		return fmt.Sprintf("Lease %s/%s is released: its last holder stopped.", ns, operatorLeaseName)
+	}
+	if renewed.IsZero() {
+		return fmt.Sprintf("Lease %s/%s names %s but was never renewed.", ns, operatorLeaseName, holder)
+	}
+	return fmt.Sprintf("Lease %s/%s expired: %s last renewed it %s ago.", ns, operatorLeaseName, holder, f.Now.Sub(renewed).Round(time.Second))
+}
+
+// operatorLeaseCheck judges virt-operator by its leader-election Lease when
+// no virt-operator pod of the namespace is ready: an operator run outside
+// the namespace's pods (a process beside the cluster, as on a local
+// cluster, or a Deployment elsewhere) still renews it. ok is false when the
+// Lease does not show a live leader.
+func (f *Facts) operatorLeaseCheck(c Check, pods int) (Check, bool) {
+	holder, renewed, held := f.leaseHolder()
+	if !held {
+		return c, false
+	}
+	ago := f.Now.Sub(renewed).Round(time.Second)
+	if ago < 0 {
+		ago = 0
+	}
+	lease := fmt.Sprintf("Lease %s/%s is held by %s, renewed %s ago", f.Where.Namespace, operatorLeaseName, holder, ago)
+	if pods == 0 {
+		c.Status = OK
+		c.Evidence = fmt.Sprintf("no virt-operator pod in %s, but %s: an operator outside this namespace's pods leads (a process beside the cluster, or a Deployment in another namespace).", f.Where.Namespace, lease)
+		return c, true
+	}
+	c.Status = Warn
+	c.Evidence = fmt.Sprintf("0 of %d virt-operator pods ready, but %s: something still leads; the pods' readiness says otherwise.", pods, lease)
+	c.Hint = f.kubectlNS("get leases.coordination.k8s.io %s -o yaml", operatorLeaseName)
+	return c, true
 }

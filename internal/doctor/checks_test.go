@@ -6,8 +6,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -64,6 +66,24 @@ func setPodReady(f *Facts, component string, ready bool) {
 			}
 			f.Pods[i].Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: s, Reason: "ContainersNotReady"}}
 		}
+	}
+}
+
+// virtopStrategy makes the current strategy virtop's, holding the APIService
+// gated on virt-api answering.
+func virtopStrategy(f *Facts) {
+	f.Strategies[0].Virtop = true
+	f.Strategies[0].APIServicesAwaitingVirtAPI = []string{"v1.subresources.kubevirt.io", "v1alpha3.subresources.kubevirt.io"}
+}
+
+func operatorLease(holder string, renewed time.Time, seconds int32) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "virt-operator", Namespace: testNS},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To(holder),
+			LeaseDurationSeconds: ptr.To(seconds),
+			RenewTime:            &metav1.MicroTime{Time: renewed},
+		},
 	}
 }
 
@@ -289,6 +309,73 @@ func TestVerdicts(t *testing.T) {
 				f.APIService.Status.Conditions[0] = apiregistrationv1.APIServiceCondition{Type: apiregistrationv1.Available, Status: apiregistrationv1.ConditionFalse, Reason: "FailedDiscoveryCheck", Message: "no response"}
 			},
 			checkName: "install/apiservice", checkState: Fail, evidence: []string{"deleting any namespace", "hangs"},
+		},
+		{
+			name: "APIService absent, upstream's install", want: Degraded,
+			mutate:    func(f *Facts) { f.APIService = nil },
+			checkName: "install/apiservice", checkState: Warn, evidence: []string{"is not registered", "virtctl console"},
+		},
+		{
+			name: "APIService withheld by virtop: virt-api unreachable from the API server is Degraded", want: Degraded,
+			mutate: func(f *Facts) {
+				f.APIService = nil
+				virtopStrategy(f)
+			},
+			reason:    []string{"install/apiservice"},
+			checkName: "install/apiservice", checkState: Warn,
+			evidence: []string{"withheld by virtop", "ConfigMap kubevirt-install-strategy-abcde", "ready:virt-api", "Nothing hangs", "cannot reach virt-api"},
+		},
+		{
+			name: "APIService withheld by virtop on simulated nodes is the design", want: Healthy,
+			mutate: func(f *Facts) {
+				f.APIService = nil
+				virtopStrategy(f)
+				f.Nodes["node-1"].Annotations = map[string]string{"kwok.x-k8s.io/node": "fake"}
+			},
+			checkName: "install/apiservice", checkState: OK, evidence: []string{"withheld by virtop", "simulated (kwok) nodes (node-1)"},
+		},
+		{
+			name: "APIService withheld, one virt-api pod on a real node", want: Degraded,
+			mutate: func(f *Facts) {
+				f.APIService = nil
+				virtopStrategy(f)
+				f.Nodes["node-1"].Annotations = map[string]string{"kwok.x-k8s.io/node": "fake"}
+				f.Nodes["node-2"] = readyNode("node-2")
+				f.Pods = append(f.Pods, componentPod("virt-api", "bbbbb", "node-2", true))
+			},
+			checkName: "install/apiservice", checkState: Warn, evidence: []string{"withheld by virtop", "cannot reach virt-api"},
+		},
+		{
+			name: "virt-operator without a pod but holding its Lease", want: Healthy,
+			mutate: func(f *Facts) {
+				removePods(f, "virt-operator")
+				f.OperatorLease = operatorLease("host_1234", testNow.Add(-5*time.Second), 60)
+			},
+			checkName: "controlplane/virt-operator", checkState: OK, evidence: []string{"no virt-operator pod in kubevirt", "held by host_1234, renewed 5s ago"},
+		},
+		{
+			name: "virt-operator without a pod, Lease released", want: Degraded,
+			mutate: func(f *Facts) {
+				removePods(f, "virt-operator")
+				f.OperatorLease = operatorLease("", testNow.Add(-5*time.Second), 1)
+			},
+			checkName: "controlplane/virt-operator", checkState: Fail, evidence: []string{"Lease kubevirt/virt-operator is released", "Nothing reconciles"},
+		},
+		{
+			name: "virt-operator without a pod, Lease expired", want: Degraded,
+			mutate: func(f *Facts) {
+				removePods(f, "virt-operator")
+				f.OperatorLease = operatorLease("host_1234", testNow.Add(-2*time.Minute), 60)
+			},
+			checkName: "controlplane/virt-operator", checkState: Fail, evidence: []string{"expired: host_1234 last renewed it 2m0s ago"},
+		},
+		{
+			name: "virt-operator pods unready while the Lease is renewed", want: Degraded,
+			mutate: func(f *Facts) {
+				setPodReady(f, "virt-operator", false)
+				f.OperatorLease = operatorLease("virt-operator-aaaaa_x", testNow.Add(-time.Second), 60)
+			},
+			checkName: "controlplane/virt-operator", checkState: Warn, evidence: []string{"0 of 1 virt-operator pods ready", "held by virt-operator-aaaaa_x"},
 		},
 		{
 			name: "strategy Job pod unschedulable", want: Degraded,

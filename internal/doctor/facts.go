@@ -7,6 +7,7 @@ import (
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -44,6 +45,12 @@ type Facts struct {
 	Nodes       map[string]*corev1.Node
 	Deployments []appsv1.Deployment
 	DaemonSets  []appsv1.DaemonSet
+	// OperatorLease is the leader-election Lease virt-operator of the
+	// install namespace (upstream's operator and virtop's both hold it),
+	// nil when absent. An operator that runs without a pod in the
+	// namespace (a process outside the cluster, another namespace) is
+	// seen only through it.
+	OperatorLease *coordinationv1.Lease
 	// KubeVirts in every namespace.
 	KubeVirts []kvv1.KubeVirt
 	// Events of the install namespace.
@@ -108,6 +115,10 @@ type StrategyFacts struct {
 	Created time.Time
 	// Kinds counts its objects per kind.
 	Kinds map[string]int
+	// APIServicesAwaitingVirtAPI names its APIServices that carry virtop's
+	// gate ready:virt-api: virtop registers them only once virt-api
+	// answers through the API server (upstream's strategies have none).
+	APIServicesAwaitingVirtAPI []string
 	// Err is set when the ConfigMap could not be decoded.
 	Err error
 }
@@ -136,6 +147,7 @@ const (
 	ReadDeployments     = "deployments.apps"
 	ReadDaemonSets      = "daemonsets.apps"
 	ReadKubeVirts       = "kubevirts.kubevirt.io"
+	ReadLease           = "leases.coordination.k8s.io"
 	ReadEvents          = "events"
 	ReadVMs             = "virtualmachines.kubevirt.io"
 	ReadVMIs            = "virtualmachineinstances.kubevirt.io"

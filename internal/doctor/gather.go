@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -23,6 +25,7 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	strategystage "github.com/virtop-dev/virtop/internal/strategy/stage"
 )
 
 // Gatherer reads the facts. It holds a client.Reader, so it cannot write:
@@ -99,6 +102,14 @@ func (g *Gatherer) Gather(ctx context.Context) (*Facts, error) {
 		if g.list(ctx, f, ReadEvents, &evs, inNS) {
 			f.Events = evs.Items
 		}
+		var lease coordinationv1.Lease
+		switch err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: operatorLeaseName}, &lease); {
+		case err == nil:
+			f.OperatorLease = &lease
+		case apierrors.IsNotFound(err) && !isNoResource(err):
+		default:
+			f.Reads[ReadLease] = classify(err)
+		}
 		var svc corev1.Service
 		switch err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: components.PrometheusServiceName}, &svc); {
 		case err == nil:
@@ -107,9 +118,9 @@ func (g *Gatherer) Gather(ctx context.Context) (*Facts, error) {
 		default:
 			f.Reads[ReadService] = classify(err)
 		}
-		var slices discoveryv1.EndpointSliceList
-		if g.list(ctx, f, ReadEndpointSlices, &slices, inNS, client.MatchingLabels{discoveryv1.LabelServiceName: components.PrometheusServiceName}) {
-			f.EndpointSlices = slices.Items
+		var eps discoveryv1.EndpointSliceList
+		if g.list(ctx, f, ReadEndpointSlices, &eps, inNS, client.MatchingLabels{discoveryv1.LabelServiceName: components.PrometheusServiceName}) {
+			f.EndpointSlices = eps.Items
 		}
 		var roles rbacv1.RoleList
 		if g.list(ctx, f, ReadRoles, &roles, inNS) {
@@ -285,7 +296,11 @@ func strategyFacts(cm *corev1.ConfigMap) StrategyFacts {
 		return sf
 	}
 	for _, o := range s.Objects {
-		sf.Kinds[strategy.Kind(o)]++
+		kind := strategy.Kind(o)
+		sf.Kinds[kind]++
+		if kind == "APIService" && slices.Contains(strategystage.GatesOf(o), strategystage.VirtAPIServing) {
+			sf.APIServicesAwaitingVirtAPI = append(sf.APIServicesAwaitingVirtAPI, o.GetName())
+		}
 	}
 	return sf
 }
