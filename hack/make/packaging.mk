@@ -24,8 +24,12 @@ verify-packaging: ## Fail if the generated RBAC or the chart's CRDs are stale
 # make verify checks the packaging too.
 verify: verify-packaging
 
+.PHONY: kustomize
+kustomize: ## Build kustomize into the cache if missing (release-manifests needs only it)
+	@hack/tools/build.sh kustomize
+
 .PHONY: release-manifests
-release-manifests: tools-packaging ## Write dist/virtop-operator.yaml and dist/kubevirt-cr.yaml, the image pinned to VERSION
+release-manifests: kustomize ## Write dist/virtop-operator.yaml and dist/kubevirt-cr.yaml, the image pinned to VERSION
 	@case "$(VERSION)" in v[0-9]*) ;; *) echo "release-manifests: VERSION=$(VERSION) is not a release tag (v…); set VERSION=v…" >&2; exit 1;; esac
 	@mkdir -p $(DIST)
 	@# kustomize refuses absolute paths: a throw-away overlay inside dist/.
