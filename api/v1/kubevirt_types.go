@@ -159,10 +159,18 @@ type KubeVirtSelfSignConfiguration struct {
 
 // CertConfig is a certificate lifetime.
 type CertConfig struct {
-	// Duration is how long a certificate is valid.
+	// Duration is how long a certificate is valid, a Go duration such as
+	// 168h. The schema refuses what does not parse: a stored value that
+	// does not decode would blind every typed client of the resource.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$`
+	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	Duration *metav1.Duration `json:"duration,omitempty"`
-	// RenewBefore is how long before expiry it is renewed.
+	// RenewBefore is how long before expiry it is renewed, a Go duration.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$`
+	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	RenewBefore *metav1.Duration `json:"renewBefore,omitempty"`
 }
@@ -221,8 +229,11 @@ type NodePlacement struct {
 
 // CustomizeComponents patches rendered objects and adds component flags.
 type CustomizeComponents struct {
-	// Patches applied, in order, to the rendered objects.
+	// Patches applied, in order, to the rendered objects. At most 256:
+	// the deployment config, patches included, is recorded twice in the
+	// status, which must stay within the API server's object size limit.
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
 	// +optional
 	Patches []CustomizeComponentsPatch `json:"patches,omitempty"`
 	// Flags replace the command-line flags of a component.
