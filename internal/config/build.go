@@ -348,6 +348,9 @@ func validatePlacement(field string, p Placement) error {
 			return fieldErr(field+".nodePlacement.nodeSelector["+k+"]", p.NodeSelector[k], "%s", strings.Join(errs, "; "))
 		}
 	}
+	if err := validateAffinity(field+".nodePlacement.affinity", p.Affinity); err != nil {
+		return err
+	}
 	for i, t := range p.Tolerations {
 		f := fmt.Sprintf("%s.nodePlacement.tolerations[%d]", field, i)
 		switch t.Effect {
@@ -374,6 +377,7 @@ func validatePlacement(field string, p Placement) error {
 }
 
 func validateCustomize(cz Customize) error {
+	seen := map[Patch]int{}
 	for i, p := range cz.Patches {
 		f := fmt.Sprintf("spec.customizeComponents.patches[%d]", i)
 		if p.ResourceName == "" {
@@ -381,6 +385,13 @@ func validateCustomize(cz Customize) error {
 		}
 		if !patchableKinds[p.ResourceType] {
 			return fieldErr(f+".resourceType", p.ResourceType, "is not a kind of the strategy")
+		}
+		if j, dup := seen[p]; dup {
+			return fieldErr(f, "", "repeats spec.customizeComponents.patches[%d]; a patch applied twice adds twice what it adds", j)
+		}
+		seen[p] = i
+		if err := checkOperatorOwned(f, p); err != nil {
+			return err
 		}
 		switch p.Type {
 		case "json":
