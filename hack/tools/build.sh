@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Builds the pinned tool binaries from the Go module proxy into the cache
 # ${VIRTOP_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/virtop/tools}/<tool>-<version>/<binary>
-# (the layout internal/toolpaths defines). A binary already in the cache is
-# skipped. Each build writes a temporary file and renames it into place, so an
-# interrupted build never leaves a half-written binary behind.
+# (the layout internal/toolpaths defines; prometheus-operator's binary is
+# prometheus-operator-<version>/operator, its command's name). A binary
+# already in the cache is skipped. Each build writes a temporary file and
+# renames it into place, so an interrupted build never leaves a half-written
+# binary behind.
 #
 # Usage: hack/tools/build.sh [GROUP|BINARY]...
 #   groups:   core (default): kube-apiserver etcd kubectl kube-controller-manager
 #                             kube-scheduler kwok kwokctl controller-gen
+#                             prometheus-operator
 #             packaging:      helm kustomize
 #             all:            both
 #   binaries: any of the names above
@@ -25,7 +28,7 @@ export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
 cache="${VIRTOP_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/virtop/tools}"
 
-core=(kube-apiserver etcd kubectl kube-controller-manager kube-scheduler kwok kwokctl controller-gen)
+core=(kube-apiserver etcd kubectl kube-controller-manager kube-scheduler kwok kwokctl controller-gen prometheus-operator)
 packaging=(helm kustomize)
 
 tmp_files=()
@@ -60,9 +63,18 @@ tool_of() {
 	etcd) echo "etcd ${ETCD_VERSION}" ;;
 	kwok | kwokctl) echo "kwok ${KWOK_VERSION}" ;;
 	controller-gen) echo "controller-tools ${CONTROLLER_TOOLS_VERSION}" ;;
+	prometheus-operator) echo "prometheus-operator ${PROMETHEUS_OPERATOR_VERSION}" ;;
 	helm) echo "helm ${HELM_VERSION}" ;;
 	kustomize) echo "kustomize ${KUSTOMIZE_VERSION}" ;;
 	*) return 1 ;;
+	esac
+}
+
+# file_of BINARY -> the binary's file name in the cache (its command's name).
+file_of() {
+	case "$1" in
+	prometheus-operator) echo operator ;; # cmd/operator
+	*) echo "$1" ;;
 	esac
 }
 
@@ -96,6 +108,9 @@ run_build() {
 	kwok | kwokctl)
 		install_at "sigs.k8s.io/kwok/cmd/${bin}@${KWOK_VERSION}" "${out}" \
 			"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" ;;
+	prometheus-operator)
+		build_in_module prometheus-operator github.com/prometheus-operator/prometheus-operator/cmd/operator "${out}" \
+			"-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_OPERATOR_VERSION#v} -X github.com/prometheus/common/version.Branch=release -X github.com/prometheus/common/version.Revision=${PROMETHEUS_OPERATOR_VERSION}" ;;
 	controller-gen)
 		install_at "sigs.k8s.io/controller-tools/cmd/controller-gen@${CONTROLLER_TOOLS_VERSION}" "${out}" "-s -w" ;;
 	helm)
@@ -110,7 +125,7 @@ run_build() {
 slow_note() {
 	case "$1" in
 	kube-apiserver) echo " (takes several minutes on 2 cores)" ;;
-	kube-controller-manager | kwok | helm) echo " (several minutes on a busy machine)" ;;
+	kube-controller-manager | kwok | helm | prometheus-operator) echo " (several minutes on a busy machine)" ;;
 	etcd | kubectl | kwokctl | kustomize | controller-gen) echo " (a minute or more)" ;;
 	esac
 }
@@ -119,7 +134,7 @@ build_one() {
 	local bin="$1" tool version dir dest tmp start secs
 	read -r tool version < <(tool_of "${bin}") || die "unknown tool: ${bin}"
 	dir="${cache}/${tool}-${version}"
-	dest="${dir}/${bin}"
+	dest="${dir}/$(file_of "${bin}")"
 	if [[ -x "${dest}" ]]; then
 		echo "cached: ${dest}"
 		return 0

@@ -19,6 +19,12 @@ const (
 	EtcdVersion            = "v3.7.3" // go.etcd.io/etcd/server/v3, hack/tools/etcd/go.mod
 	KwokVersion            = "v0.8.0"
 	ControllerToolsVersion = "v0.23.0"
+	// PrometheusOperatorVersion is github.com/prometheus-operator/prometheus-operator
+	// (hack/tools/prometheus-operator/go.mod): its cmd/operator runs in the
+	// end-to-end test that reads the Prometheus configuration it generates.
+	// v0.85.0 is the newest release of the main module the module proxy
+	// serves here; virtop's own go.mod uses pkg/apis/monitoring v0.95.2.
+	PrometheusOperatorVersion = "v0.85.0"
 	// Packaging tools, built by `make tools-packaging` only.
 	HelmVersion      = "v4.3.2"
 	KustomizeVersion = "v5.8.2" // v5.8.3 needs Go 1.27
@@ -72,6 +78,7 @@ var (
 	Kwok                  = Binary{"kwok", KwokVersion, "kwok"}
 	Kwokctl               = Binary{"kwok", KwokVersion, "kwokctl"}
 	ControllerGen         = Binary{"controller-tools", ControllerToolsVersion, "controller-gen"}
+	PrometheusOperator    = Binary{"prometheus-operator", PrometheusOperatorVersion, "operator"}
 	Helm                  = Binary{"helm", HelmVersion, "helm"}
 	Kustomize             = Binary{"kustomize", KustomizeVersion, "kustomize"}
 )

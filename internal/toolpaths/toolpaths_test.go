@@ -50,12 +50,13 @@ func readEnv(t *testing.T, path string) map[string]string {
 func TestVersionsMatchBuildScript(t *testing.T) {
 	env := readEnv(t, filepath.Join(repoRoot(t), "hack", "tools", "versions.env"))
 	want := map[string]string{
-		"KUBERNETES_VERSION":       KubernetesVersion,
-		"ETCD_VERSION":             EtcdVersion,
-		"KWOK_VERSION":             KwokVersion,
-		"CONTROLLER_TOOLS_VERSION": ControllerToolsVersion,
-		"HELM_VERSION":             HelmVersion,
-		"KUSTOMIZE_VERSION":        KustomizeVersion,
+		"KUBERNETES_VERSION":          KubernetesVersion,
+		"ETCD_VERSION":                EtcdVersion,
+		"KWOK_VERSION":                KwokVersion,
+		"CONTROLLER_TOOLS_VERSION":    ControllerToolsVersion,
+		"PROMETHEUS_OPERATOR_VERSION": PrometheusOperatorVersion,
+		"HELM_VERSION":                HelmVersion,
+		"KUSTOMIZE_VERSION":           KustomizeVersion,
 	}
 	for k, v := range want {
 		got, ok := env[k]
@@ -79,6 +80,7 @@ func TestToolsModulesMatch(t *testing.T) {
 	cases := []struct{ gomod, module, version string }{
 		{"kube/go.mod", "k8s.io/kubernetes", KubernetesVersion},
 		{"etcd/go.mod", "go.etcd.io/etcd/server/v3", EtcdVersion},
+		{"prometheus-operator/go.mod", "github.com/prometheus-operator/prometheus-operator", PrometheusOperatorVersion},
 	}
 	for _, c := range cases {
 		data, err := os.ReadFile(filepath.Join(repoRoot(t), "hack", "tools", c.gomod))
@@ -108,6 +110,9 @@ func TestLayout(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", "/c")
 	if got, want := Etcd.Path(), "/c/virtop/tools/etcd-"+EtcdVersion+"/etcd"; got != want {
 		t.Errorf("Etcd.Path() = %s, want %s", got, want)
+	}
+	if got, want := PrometheusOperator.Path(), "/c/virtop/tools/prometheus-operator-"+PrometheusOperatorVersion+"/operator"; got != want {
+		t.Errorf("PrometheusOperator.Path() = %s, want %s", got, want)
 	}
 	if _, err := Etcd.Require(); err == nil || !strings.Contains(err.Error(), "make tools") {
 		t.Errorf("Require of a missing binary: got %v, want an error naming `make tools`", err)
