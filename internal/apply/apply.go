@@ -111,6 +111,9 @@ func (a *Applier) Apply(ctx context.Context, o client.Object) (Result, *unstruct
 		return "", nil, fmt.Errorf("get %s: %w", key, err)
 	}
 	if live != nil {
+		if err := ExpandCRD(live); err != nil {
+			return "", nil, err
+		}
 		a.mu.Lock()
 		rec, ok := a.applied[key]
 		a.mu.Unlock()

@@ -277,7 +277,7 @@ var (
 )
 
 // loadCRDSchemas parses every embedded schema file once; crdSchema hands
-// out deep copies.
+// out the parsed schemas themselves, which nothing may modify.
 func loadCRDSchemas() (map[string]*apiextv1.JSONSchemaProps, error) {
 	crdSchemasOnce.Do(func() {
 		files, err := fs.Glob(crdSchemaFiles, "schemas/*.yaml")
@@ -336,7 +336,12 @@ func crdSchema(_ catalog.Release, d crdDef, _ string) *apiextv1.CustomResourceVa
 	if !ok {
 		panic(fmt.Sprintf("components: no embedded schema for CRD %s.%s (run make crd-schemas)", d.plural, d.group))
 	}
-	return &apiextv1.CustomResourceValidation{OpenAPIV3Schema: s.DeepCopy()}
+	// Shared, not copied: the parsed schemas are about 7 MB, and a copy per
+	// CRD version kept every cached strategy 14 MB larger. Nothing writes
+	// into a strategy's objects (plan.Build copies before changing one;
+	// customizeComponents patches a copy); TestGenerateLeavesSharedSchemasAlone
+	// in internal/plan holds that.
+	return &apiextv1.CustomResourceValidation{OpenAPIV3Schema: s}
 }
 
 // crdReleaseChanges adjusts a table row for a catalog release whose CRDs

@@ -159,10 +159,16 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 			// Only what virtop created is cached, whatever the size of the
 			// cluster; the exceptions are listed.
 			DefaultLabelSelector: managed,
+			// Nothing reads managed fields; they are often the largest part
+			// of an object applied server-side.
+			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
 				&kvv1.KubeVirt{}: {Label: labels.Everything()},
-				crdMeta:          {Label: labels.Everything()},
-				nodeMeta:         {Label: labels.Everything()},
+				// Every CRD is watched (metadata only) for the gates; the
+				// applier's unstructured informer of the same kind shares
+				// this setting, so its objects are slimmed before caching.
+				crdMeta:  {Label: labels.Everything(), Transform: transformCRDs},
+				nodeMeta: {Label: labels.Everything()},
 				// The user's tuning, in the install namespace only.
 				&virtopv1alpha1.KubeVirtMonitoring{}: {Label: labels.Everything(), Namespaces: map[string]cache.Config{opts.Namespace: {}}},
 			},
@@ -412,4 +418,14 @@ func webhookServerOptions(opts Options) (webhookSetup, error) {
 	urlHost := opts.WebhookURLHost
 	out.adjust = func(o client.Object) client.Object { return kvwebhook.RewriteForURL(o, urlHost, ca) }
 	return out, nil
+}
+
+// transformCRDs drops managed fields and slims CustomResourceDefinitions
+// (apply.TransformCRD) before they are cached.
+func transformCRDs(in any) (any, error) {
+	out, err := cache.TransformStripManagedFields()(in)
+	if err != nil {
+		return nil, err
+	}
+	return apply.TransformCRD(out)
 }
