@@ -58,7 +58,15 @@ and PrometheusRule and the Prometheus selectors that must match them, the
 Prometheus ServiceAccount's RBAC including endpointslices, NetworkPolicies,
 strategy ConfigMaps without monitoring objects); strategy Job pods that
 cannot be scheduled; the APIService v1.subresources.kubevirt.io; and short
-resource names that resolve to several kinds. With --prometheus-url it also
+resource names that resolve to several kinds.
+
+virt-operator counts as running when its leader-election Lease
+(virt-operator) is renewed, also when no pod of the namespace runs it (an
+operator beside the cluster). An APIService virtop withholds until virt-api
+answers through the API server is told apart from one registered but
+unavailable, which makes every namespace deletion hang: withheld, it only
+degrades the installation (virtctl's subresources fail), and on simulated
+(kwok) nodes, where no pod serves, it is withheld by design. With --prometheus-url it also
 asks Prometheus for the KubeVirt targets' up series, the component metrics,
 the loaded rules and the firing alerts.
 
