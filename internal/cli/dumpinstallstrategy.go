@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/progress"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategyjob"
@@ -40,7 +41,10 @@ The cluster comes from the standard loading rules: $KUBECONFIG or
 
 Exit status: 0 when the ConfigMap is written; 2 for an error a retry cannot
 fix (missing or invalid config, a version outside this binary's catalog);
-1 for other errors (the cluster could not be reached or refused the write).`,
+1 for other errors (the cluster could not be reached or refused the write).
+
+While the API server has not answered the write for a few seconds, a line on
+stderr every 10 s says so (the Job's log shows what it waits for).`,
 		Example: `  # what the strategy Job does, played on the host against a local cluster
   VIRTOP_DEPLOYMENT_CONFIG="$(kubectl -n kubevirt get kubevirt kubevirt -o jsonpath='{.status.targetDeploymentConfig}')" \
     KUBECONFIG=~/.local/state/virtop/virtop/kubeconfig virtop dump-install-strategy`,
@@ -90,7 +94,14 @@ func dumpInstallStrategy(ctx context.Context, raw string, log io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
 	}
-	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u}), client.FieldOwner(strategyFieldManager), client.ForceOwnership); err != nil {
+	// A slow or unreachable API server is waited for (up to the command's
+	// timeout): the Job's log says so while it lasts.
+	rep := progress.Start(fmt.Sprintf("the API server at %s to take ConfigMap %s/%s", restCfg.Host, cm.Namespace, cm.Name),
+		progress.ForStderr(log, false))
+	rep.Reason("server-side apply sent")
+	err = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u}), client.FieldOwner(strategyFieldManager), client.ForceOwnership)
+	rep.Stop()
+	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("%w (after %s)", err, dumpInstallStrategyTimeout)
 		}

@@ -47,7 +47,49 @@ func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}
+	// cobra adds its completion command when the root executes; added now,
+	// its --help gets examples like every other command's.
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			addCompletionExamples(c)
+		}
+	}
 	return root
+}
+
+// completionExamples are the ways to load each shell's completion.
+var completionExamples = map[string]string{
+	"": `  # bash, this shell only; add the line to ~/.bashrc for every shell
+  source <(virtop completion bash)
+
+  # zsh, fish: see "virtop completion zsh --help", "virtop completion fish --help"`,
+	"bash": `  # this shell only
+  source <(virtop completion bash)
+
+  # every new shell (Linux; bash-completion installed)
+  virtop completion bash > /etc/bash_completion.d/virtop`,
+	"zsh": `  # this shell only (compinit must have run)
+  source <(virtop completion zsh)
+
+  # every new shell
+  virtop completion zsh > "${fpath[1]}/_virtop"`,
+	"fish": `  # this shell only
+  virtop completion fish | source
+
+  # every new shell
+  virtop completion fish > ~/.config/fish/completions/virtop.fish`,
+	"powershell": `  # this session only
+  virtop completion powershell | Out-String | Invoke-Expression`,
+}
+
+func addCompletionExamples(completion *cobra.Command) {
+	completion.Example = completionExamples[""]
+	for _, sh := range completion.Commands() {
+		if ex, ok := completionExamples[sh.Name()]; ok {
+			sh.Example = ex
+		}
+	}
 }
 
 // subcommands is filled by each command's file in an init function, so that

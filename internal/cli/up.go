@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/virtop-dev/virtop/internal/devcluster"
+	"github.com/virtop-dev/virtop/internal/progress"
 )
 
 func init() { register(newUpCommand) }
@@ -19,6 +20,7 @@ func newUpCommand() *cobra.Command {
 		name       string
 		nodes      int
 		prometheus string
+		quiet      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up [--nodes N] [--prometheus none|before|late] [--name NAME]",
@@ -36,7 +38,12 @@ operator.log, operator.pid); ~/.kube/config is not touched. Running up again
 reuses the cluster and the running operator.
 
 On such a cluster nothing serves webhooks or APIServices: KubeVirt's webhooks
-are applied with failurePolicy Ignore and the APIServices stay unregistered.`,
+are applied with failurePolicy Ignore and the APIServices stay unregistered.
+
+While it waits without news (the cluster being created, KubeVirt rolling
+out), a progress report on stderr says for what, for how long and the latest
+state: one line rewritten in place on a terminal, a plain line every 10 s
+otherwise; --quiet turns it off.`,
 		Example: `  # A cluster called "virtop" with 3 fake nodes
   virtop up
 
@@ -45,7 +52,10 @@ are applied with failurePolicy Ignore and the APIServices stay unregistered.`,
 
   # A second, one-node cluster next to the first
   virtop up --name small --nodes 1
-  export KUBECONFIG=$HOME/.local/state/virtop/small/kubeconfig`,
+  export KUBECONFIG=$HOME/.local/state/virtop/small/kubeconfig
+
+  # In a script: the steps only, no progress reports
+  virtop up --quiet > up.log`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			mode, err := devcluster.ParsePrometheusMode(prometheus)
@@ -65,7 +75,9 @@ are applied with failurePolicy Ignore and the APIServices stay unregistered.`,
 			}
 			ctx, stop := signal.NotifyContext(contextOf(cmd), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return c.Up(ctx, cmd.OutOrStdout(), devcluster.UpOptions{
+			rep := progress.Start(fmt.Sprintf("cluster %s and KubeVirt", name), progress.ForStderr(cmd.ErrOrStderr(), quiet))
+			defer rep.Stop()
+			return c.Up(ctx, rep.Writer(cmd.OutOrStdout()), devcluster.UpOptions{
 				ClusterOptions: devcluster.ClusterOptions{Nodes: nodes},
 				Prometheus:     mode,
 				Virtop:         self,
@@ -74,6 +86,7 @@ are applied with failurePolicy Ignore and the APIServices stay unregistered.`,
 	}
 	cmd.Flags().StringVar(&name, "name", devcluster.DefaultName, "name of the local cluster")
 	cmd.Flags().IntVar(&nodes, "nodes", 3, "number of fake nodes (the first is the control-plane node)")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress reports on stderr while waiting")
 	cmd.Flags().StringVar(&prometheus, "prometheus", string(devcluster.PrometheusNone), "install a Prometheus stack: none, before (the KubeVirt resource) or late (after the control plane is Available)")
 	return cmd
 }
