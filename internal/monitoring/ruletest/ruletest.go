@@ -1,11 +1,24 @@
 // Package ruletest runs Prometheus rule unit tests written in promtool's
 // test-file format (rule_files, evaluation_interval, group_eval_order,
 // tests with input_series, alert_rule_test and promql_expr_test) in
-// process, with the Prometheus 3 libraries virtop is built with: series are
-// loaded with promqltest's lazy loader (the same expanding notation), rules
-// are loaded and evaluated by the rules manager's groups on promql's engine,
-// step by step as promtool does. One evaluator, so results do not depend on
-// which promtool is installed.
+// process, on the PromQL engine of the Prometheus libraries virtop is built
+// with, so results do not depend on which promtool is installed.
+//
+// It does what promtool test rules does without Prometheus's rules
+// manager, test storage or TSDB (they bring Prometheus's config package
+// and, through it, the cloud SDKs into the binary): input series in the
+// expanding notation are parsed with promql/parser and held in an
+// in-memory storage, fed up to each evaluation time; rule files are parsed
+// and validated with model/rulefmt; at every evaluation_interval from time
+// 0 the rule groups are evaluated in group_eval_order, each rule in order
+// on promql's engine. Recording rules write their results back to the
+// storage (so later rules see them) and mark series stale when they go
+// away; alerting rules keep Prometheus's alert states (pending, firing
+// after `for`, keep_firing_for, resolved), expand label and annotation
+// templates with $labels, $value, $externalLabels and $externalURL, and
+// write ALERTS and ALERTS_FOR_STATE. alert_rule_test compares the firing
+// alerts at the evaluation at or just before eval_time; promql_expr_test
+// runs instant queries after the last evaluation.
 //
 // A rule_files entry is read from disk relative to the test file, unless
 // Options.RuleFiles supplies its content (virtop rules test passes the
@@ -16,24 +29,20 @@ package ruletest
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/timestamp"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
-	"github.com/prometheus/prometheus/promql/promqltest"
-	"github.com/prometheus/prometheus/rules"
 	yaml "go.yaml.in/yaml/v2"
 	sigsyaml "sigs.k8s.io/yaml"
 )
@@ -153,12 +162,8 @@ func Run(name string, content []byte, baseDir string, opts Options) (Result, err
 		}
 		order[g] = i
 	}
-	dir, err := os.MkdirTemp("", "virtop-ruletest-")
-	if err != nil {
-		return res, err
-	}
-	defer os.RemoveAll(dir)
-	var ruleFiles []string
+	var defs []groupDef
+	var loadErrs []error
 	for i, rf := range f.RuleFiles {
 		content, ok := opts.RuleFiles[rf]
 		if !ok {
@@ -166,19 +171,32 @@ func Run(name string, content []byte, baseDir string, opts Options) (Result, err
 			if !filepath.IsAbs(p) {
 				p = filepath.Join(baseDir, p)
 			}
+			var err error
 			if content, err = os.ReadFile(p); err != nil {
 				return res, fmt.Errorf("%s: rule file: %w", name, err)
 			}
 		}
-		if content, err = ruleFileContent(content); err != nil {
+		content, err := ruleFileContent(content)
+		if err != nil {
 			return res, fmt.Errorf("%s: rule file %s: %w", name, rf, err)
 		}
-		p := filepath.Join(dir, fmt.Sprintf("rules-%d.yaml", i))
-		if err := os.WriteFile(p, content, 0o600); err != nil {
-			return res, err
+		gs, errs := parseRuleFile(content, i)
+		for _, e := range errs {
+			loadErrs = append(loadErrs, fmt.Errorf("rule file %s: %w", rf, e))
 		}
-		ruleFiles = append(ruleFiles, p)
+		defs = append(defs, gs...)
 	}
+	orderGroups(defs, order)
+	evalInterval := time.Duration(f.EvaluationInterval)
+	eng := promql.NewEngine(promql.EngineOpts{
+		MaxSamples:               10000,
+		Timeout:                  100 * time.Second,
+		NoStepSubqueryIntervalFn: func(int64) int64 { return evalInterval.Milliseconds() },
+		EnableAtModifier:         true,
+		EnableNegativeOffset:     true,
+		Parser:                   promqlParser,
+	})
+	defer eng.Close()
 	// Test groups are independent (each has its own storage and rule
 	// manager); run them on all CPUs, report in file order.
 	res.Tests = make([]TestResult, len(f.Tests))
@@ -197,7 +215,10 @@ func Run(name string, content []byte, baseDir string, opts Options) (Result, err
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			errs := tg.run(time.Duration(f.EvaluationInterval), order, f.FuzzyCompare, ruleFiles)
+			errs := loadErrs
+			if len(errs) == 0 {
+				errs = tg.run(eng, evalInterval, defs, f.FuzzyCompare)
+			}
 			res.Tests[i] = TestResult{Name: tn, Errors: errs}
 		}()
 	}
@@ -223,15 +244,6 @@ func ruleFileContent(b []byte) ([]byte, error) {
 }
 
 var promqlParser = parser.NewParser(parser.Options{})
-
-func (tg *TestGroup) loadString() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "load %s\n", tg.Interval)
-	for _, s := range tg.InputSeries {
-		fmt.Fprintf(&b, "  %s %s\n", s.Series, s.Values)
-	}
-	return b.String()
-}
 
 func (tg *TestGroup) maxEvalTime() time.Duration {
 	var m model.Duration
@@ -278,53 +290,20 @@ func instancesEqual(a, b []alertInstance) bool {
 	return true
 }
 
-// run evaluates one test group as promtool does: samples are appended up to
-// each evaluation time, groups are evaluated in group_eval_order, and
-// alerts are compared at the evaluation at or just before each eval_time.
-func (tg *TestGroup) run(evalInterval time.Duration, order map[string]int, fuzzy bool, ruleFiles []string) (errs []error) {
-	suite, err := promqltest.NewLazyLoader(tg.loadString(), promqltest.LazyLoaderOpts{
-		EnableAtModifier: true, EnableNegativeOffset: true, Parser: promqlParser,
-	})
+// run evaluates one test group as promtool does: input samples are fed up
+// to each evaluation time, groups are evaluated in order, and alerts are
+// compared at the evaluation at or just before each eval_time.
+func (tg *TestGroup) run(eng *promql.Engine, evalInterval time.Duration, defs []groupDef, fuzzy bool) (errs []error) {
+	input, err := expandInput(tg.InputSeries, time.Duration(tg.Interval))
 	if err != nil {
 		return []error{fmt.Errorf("input_series: %w", err)}
 	}
-	defer func() {
-		if err := suite.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}()
-	suite.SubqueryInterval = evalInterval
-
-	mgr := rules.NewManager(&rules.ManagerOptions{
-		QueryFunc:    rules.EngineQueryFunc(suite.QueryEngine(), suite.Storage()),
-		AppendableV2: suite.Storage(),
-		Context:      context.Background(),
-		NotifyFunc:   func(context.Context, string, ...*rules.Alert) {},
-		Logger:       slog.New(slog.DiscardHandler),
-		Parser:       promqlParser,
-	})
-	groupsMap, lerrs := mgr.LoadGroups(time.Duration(tg.Interval), labels.FromMap(tg.ExternalLabels), tg.ExternalURL, nil, false, ruleFiles...)
-	if len(lerrs) > 0 {
-		return lerrs
-	}
-	groups := make([]*rules.Group, 0, len(groupsMap))
-	for _, g := range groupsMap {
-		groups = append(groups, g)
-	}
-	sort.SliceStable(groups, func(i, j int) bool {
-		oi, oj := order[groups[i].Name()], order[groups[j].Name()]
-		if oi != oj {
-			return oi < oj
-		}
-		return groups[i].Name() < groups[j].Name()
-	})
-	for _, g := range groups {
-		for _, r := range g.Rules() {
-			if ar, ok := r.(*rules.AlertingRule); ok {
-				ar.SetRestored(true)
-			}
-		}
-	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st := newMemStorage()
+	feed := newFeeder(input)
+	ev := &evaluator{st: st, query: engineQueryFunc(eng, st), externalLabels: tg.ExternalLabels, externalURL: tg.ExternalURL}
+	groups := newGroups(defs)
 
 	alertTests := map[model.Duration][]AlertTest{}
 	var evalTimes []model.Duration
@@ -343,21 +322,18 @@ func (tg *TestGroup) run(evalInterval time.Duration, order map[string]int, fuzzy
 	maxt := mint.Add(tg.maxEvalTime())
 	curr := 0
 	for ts := mint; !ts.After(maxt); ts = ts.Add(evalInterval) {
+		if err := feed.feedTill(st, timestamp.FromTime(ts)); err != nil {
+			return append(errs, err)
+		}
 		var evalErrs []error
-		suite.WithSamplesTill(ts, func(err error) {
-			if err != nil {
-				evalErrs = append(evalErrs, err)
-				return
-			}
-			for _, g := range groups {
-				g.Eval(suite.Context(), ts)
-				for _, r := range g.Rules() {
-					if r.LastError() != nil {
-						evalErrs = append(evalErrs, fmt.Errorf("rule %s at %s: %w", r.Name(), ts.Sub(mint), r.LastError()))
-					}
+		for _, g := range groups {
+			g.eval(ctx, ts, ev)
+			for _, r := range g.rules {
+				if r.lastErr != nil {
+					evalErrs = append(evalErrs, fmt.Errorf("rule %s at %s: %w", r.name, ts.Sub(mint), r.lastErr))
 				}
 			}
-		})
+		}
 		if len(evalErrs) > 0 {
 			return append(errs, evalErrs...)
 		}
@@ -366,15 +342,9 @@ func (tg *TestGroup) run(evalInterval time.Duration, order map[string]int, fuzzy
 			t := evalTimes[curr]
 			got := map[string][]alertInstance{}
 			for _, g := range groups {
-				for _, r := range g.Rules() {
-					ar, ok := r.(*rules.AlertingRule)
-					if !ok {
-						continue
-					}
-					for _, a := range ar.ActiveAlerts() {
-						if a.State == rules.StateFiring {
-							got[ar.Name()] = append(got[ar.Name()], alertInstance{a.Labels.Copy(), a.Annotations.Copy()})
-						}
+				for _, r := range g.rules {
+					if r.alert {
+						got[r.name] = append(got[r.name], r.firing()...)
 					}
 				}
 			}
@@ -400,7 +370,7 @@ func (tg *TestGroup) run(evalInterval time.Duration, order map[string]int, fuzzy
 	}
 
 	for _, et := range tg.PromqlExprTests {
-		vec, err := query(suite.Context(), suite.QueryEngine(), suite, et.Expr, mint.Add(time.Duration(et.EvalTime)))
+		vec, err := ev.query(ctx, et.Expr, mint.Add(time.Duration(et.EvalTime)))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("expr: %q, time: %s, err: %w", et.Expr, et.EvalTime, err))
 			continue
@@ -447,22 +417,4 @@ func floatEqual(a, b float64, fuzzy bool) bool {
 		return true
 	}
 	return fuzzy && (math.Nextafter(a, math.Inf(-1)) == b || math.Nextafter(a, math.Inf(1)) == b)
-}
-
-func query(ctx context.Context, eng *promql.Engine, suite *promqltest.LazyLoader, q string, t time.Time) (promql.Vector, error) {
-	qry, err := eng.NewInstantQuery(ctx, suite.Queryable(), nil, q, t)
-	if err != nil {
-		return nil, err
-	}
-	r := qry.Exec(ctx)
-	if r.Err != nil {
-		return nil, r.Err
-	}
-	switch v := r.Value.(type) {
-	case promql.Vector:
-		return v, nil
-	case promql.Scalar:
-		return promql.Vector{{T: v.T, F: v.V, Metric: labels.EmptyLabels()}}, nil
-	}
-	return nil, errors.New("rule result is not a vector or scalar")
 }
