@@ -154,7 +154,14 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		// The applier reads live objects as unstructured; serve those reads
 		// from the label-scoped informers too, so a pass that changes
 		// nothing sends no request.
-		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		//
+		// Except virtop's ServiceMonitor and PrometheusRule: their CRDs come
+		// and go with the monitoring stack, and an informer of the
+		// manager's cache cannot follow; it would list and watch a removed
+		// API forever. They are read from the API server, only in passes
+		// that apply or prune them; their drift comes through the optional
+		// watches, which stop with the API.
+		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true, DisableFor: uncachedKinds()}},
 		Cache: cache.Options{
 			// Only what virtop created is cached, whatever the size of the
 			// cluster; the exceptions are listed.
@@ -428,4 +435,19 @@ func transformCRDs(in any) (any, error) {
 		return nil, err
 	}
 	return apply.TransformCRD(out)
+}
+
+// uncachedKinds are the kinds the manager's client reads from the API
+// server (see New).
+func uncachedKinds() []client.Object {
+	var out []client.Object
+	for _, gvk := range []schema.GroupVersionKind{
+		monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.ServiceMonitorsKind),
+		monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.PrometheusRuleKind),
+	} {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		out = append(out, u)
+	}
+	return out
 }

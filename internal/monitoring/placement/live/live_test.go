@@ -600,6 +600,13 @@ func TestStackLifecycle(t *testing.T) {
 		removeCRDs(t, env)
 		wait(t, "monitoring objects removed", time.Minute, func() (bool, string) { return monitoringObjectsGone(c, ns) })
 		waitAvailable(t, c, key)
+		// With the API gone, nothing may keep listing or watching it.
+		time.Sleep(5 * time.Second)
+		before := monitoringRequests(t)
+		time.Sleep(20 * time.Second)
+		if n := monitoringRequests(t) - before; n != 0 {
+			t.Errorf("%g requests to the removed monitoring APIs in 20 idle seconds", n)
+		}
 		installCRDs(t, env)
 		s.create(t, c)
 		waitState(t, c, ns, want)
