@@ -3,8 +3,11 @@ package doctor
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
+	"math/rand"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,19 +53,51 @@ func TestDoctor(t *testing.T) {
 	s := install(t)
 	t.Cleanup(func() { s.env.CheckComponents(t) })
 
-	t.Run("healthy", s.testHealthy)
-	t.Run("virt-api scaled to zero with the operator stopped", s.testVirtAPIScaledToZero)
-	t.Run("virt-controller unready", s.testVirtControllerUnready)
-	t.Run("ServiceMonitor deleted with the operator stopped", s.testServiceMonitorDeleted)
-	t.Run("Prometheus selector that can never match", s.testSelectorNeverMatches)
-	t.Run("metrics Service without endpoints", s.testServiceWithoutEndpoints)
-	t.Run("deny-all NetworkPolicy", s.testDenyAllNetworkPolicy)
-	t.Run("node of the control plane NotReady", s.testNodeNotReady)
-	t.Run("upstream strategy without monitoring objects", s.testUpstreamStrategy)
-	t.Run("duplicate short name", s.testDuplicateShortName)
-	t.Run("API server unreachable", s.testUnreachable)
-	t.Run("prometheus-url healthy", s.testPrometheusHealthy)
-	t.Run("prometheus-url target absent while pods ready", s.testPrometheusTargetAbsent)
+	cases := []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"healthy", s.testHealthy},
+		{"virt-api scaled to zero with the operator stopped", s.testVirtAPIScaledToZero},
+		{"virt-controller unready", s.testVirtControllerUnready},
+		{"ServiceMonitor deleted with the operator stopped", s.testServiceMonitorDeleted},
+		{"Prometheus selector that can never match", s.testSelectorNeverMatches},
+		{"metrics Service without endpoints", s.testServiceWithoutEndpoints},
+		{"deny-all NetworkPolicy", s.testDenyAllNetworkPolicy},
+		{"node of the control plane NotReady", s.testNodeNotReady},
+		{"upstream strategy without monitoring objects", s.testUpstreamStrategy},
+		{"duplicate short name", s.testDuplicateShortName},
+		{"API server unreachable", s.testUnreachable},
+		{"prometheus-url healthy", s.testPrometheusHealthy},
+		{"prometheus-url target absent while pods ready", s.testPrometheusTargetAbsent},
+	}
+	// go test -shuffle shuffles top-level tests only; shuffle the cases
+	// too, to show they do not depend on their order.
+	if seed, ok := shuffleSeed(); ok {
+		rand.New(rand.NewSource(seed)).Shuffle(len(cases), func(i, j int) { cases[i], cases[j] = cases[j], cases[i] })
+		t.Logf("cases shuffled with seed %d (-shuffle=%d repeats the order)", seed, seed)
+	}
+	for _, c := range cases {
+		t.Run(c.name, c.run)
+	}
+}
+
+// shuffleSeed is the seed of -test.shuffle: a number as given, the time
+// for "on" (logged), none for "off".
+func shuffleSeed() (int64, bool) {
+	f := flag.Lookup("test.shuffle")
+	if f == nil {
+		return 0, false
+	}
+	switch v := f.Value.String(); v {
+	case "", "off":
+		return 0, false
+	case "on":
+		return time.Now().UnixNano(), true
+	default:
+		n, err := strconv.ParseInt(v, 10, 64)
+		return n, err == nil
+	}
 }
 
 // doctorUntil runs the doctor until done holds (faults take a moment to
@@ -515,9 +550,24 @@ func (s *installed) stopOperator(t *testing.T) {
 		if !s.op.Running() {
 			s.op.Start()
 		}
+		framework.Eventually(t, "the restarted operator holding its Lease", 3*time.Minute, func(ctx context.Context) (bool, error) {
+			l := &coordinationv1.Lease{}
+			if err := s.c.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: "virt-operator"}, l); err != nil {
+				return false, err
+			}
+			held := l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != ""
+			return held, fmt.Errorf("holder %v", l.Spec.HolderIdentity)
+		})
 		framework.WaitKubeVirt(t, s.c, "Available after the operator restarted", 5*time.Minute, framework.Available)
 		for _, name := range []string{components.VirtAPI, components.VirtController} {
-			s.env.WaitDeploymentAvailable(t, s.ns, name, 3*time.Minute)
+			framework.Eventually(t, name+" restored by the operator", 3*time.Minute, func(ctx context.Context) (bool, error) {
+				d := &appsv1.Deployment{}
+				if err := s.c.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: name}, d); err != nil {
+					return false, err
+				}
+				ok := d.Spec.Replicas != nil && *d.Spec.Replicas > 0 && framework.DeploymentAvailable(d)
+				return ok, fmt.Errorf("replicas %v, available %d", d.Spec.Replicas, d.Status.AvailableReplicas)
+			})
 		}
 	})
 }

@@ -52,7 +52,7 @@ func install(t *testing.T) *installed {
 		RepoRoot:       env.Repo,
 		// No Virtop: the test runs the operator itself.
 	})
-	t.Logf("devcluster.Up (Prometheus before, no operator):\n%s", out.String())
+	t.Logf("devcluster.Up (Prometheus before; given no operator binary, it says the operator is not built: the test starts it):\n%s", out.String())
 	if err != nil {
 		t.Fatal(err)
 	}
