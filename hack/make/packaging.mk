@@ -1,6 +1,8 @@
 # Packaging: the operator's RBAC (generated), the release manifests
 # (kustomize), the Helm chart and the OCI image. helm and kustomize come from
-# `make tools-packaging` (hack/make/tools.mk); `make test` does not build them.
+# `make tools-packaging` (hack/make/tools.mk; `make kustomize` builds only
+# kustomize); `make test` does not build them, but its end-to-end package
+# test/e2e/install renders the release manifests and needs kustomize cached.
 DIST ?= dist
 IMAGE_REPOSITORY ?= ghcr.io/virtop-dev/virtop
 SOURCE_URL ?= https://github.com/virtop-dev/virtop
