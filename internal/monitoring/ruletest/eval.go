@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/storage"
-	"github.com/prometheus/prometheus/template"
 )
 
 // This file evaluates rule groups the way Prometheus's rules manager does
@@ -256,15 +255,16 @@ func (r *rule) evalRecording(ctx context.Context, offset time.Duration, ts time.
 	return vec, nil
 }
 
-// expand expands a label or annotation template of an alerting rule with
-// the data Prometheus gives it: $labels, $externalLabels, $externalURL and
-// $value, and the query function.
+// expand expands a label or annotation template of an alerting rule as
+// Prometheus does, with $labels, $externalLabels, $externalURL and $value
+// defined; an error becomes the expanded text.
 func (r *rule) expand(ctx context.Context, text string, smpl promql.Sample, ts time.Time, ev *evaluator) string {
-	data := template.AlertTemplateData(smpl.Metric.Map(), ev.externalLabels, ev.externalURL, smpl)
-	defs := "{{$labels := .Labels}}{{$externalLabels := .ExternalLabels}}{{$externalURL := .ExternalURL}}{{$value := .Value}}"
-	tmpl := template.NewTemplateExpander(ctx, defs+text, "__alert_"+r.name, data,
-		model.Time(timestamp.FromTime(ts)), template.QueryFunc(ev.query), nil, nil)
-	res, err := tmpl.Expand()
+	data := tmplData{Labels: smpl.Metric.Map(), ExternalLabels: ev.externalLabels, ExternalURL: ev.externalURL, Value: smpl.F}
+	if smpl.H != nil {
+		data.Value = smpl.H
+	}
+	const defs = "{{$labels := .Labels}}{{$externalLabels := .ExternalLabels}}{{$externalURL := .ExternalURL}}{{$value := .Value}}"
+	res, err := expandTemplate(ctx, "__alert_"+r.name, defs+text, data, ts, ev.query)
 	if err != nil {
 		res = fmt.Sprintf("<error expanding template: %s>", err)
 	}
