@@ -26,8 +26,8 @@ type inputSeries struct {
 // expandSeries expands one input series written in promtool's expanding
 // notation: the n-th value (from 0) is the sample at n*interval after the
 // Unix epoch; `a+bxn` and `a-bxn` expand to n+1 values, `axn` repeats a
-// n+1 times, `_` (and `_xn`) leaves a gap with no sample, and `stale` is a
-// staleness marker (value.StaleNaN).
+// n+1 times, `_` leaves a gap with no sample (`_xn` n gaps), and `stale` is
+// a staleness marker (value.StaleNaN).
 func expandSeries(series, values string, interval time.Duration) (inputSeries, error) {
 	lset, vals, err := seriesParser.ParseSeriesDesc(series + " " + values)
 	if err != nil {

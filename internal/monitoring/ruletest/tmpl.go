@@ -56,7 +56,7 @@ var tmplFuncNames = func() map[string]any {
 		query first label value strvalue args reReplaceAll safeHtml match title toUpper toLower graphLink tableLink
 		sortByLabel stripPort stripDomain humanize humanize1024 humanizeDuration humanizePercentage humanizeTimestamp
 		toTime toDuration now pathPrefix externalURL parseDuration urlQueryEscape`) {
-		m[n] = nil
+		m[n] = true // parse only checks that the name maps to something
 	}
 	return m
 }()
@@ -110,6 +110,9 @@ func (e *expander) walk(dot any, n parse.Node) error {
 	case nil:
 		return nil
 	case *parse.ListNode:
+		if n == nil { // an absent else
+			return nil
+		}
 		for _, c := range n.Nodes {
 			if err := e.walk(dot, c); err != nil {
 				return err
