@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -448,5 +449,19 @@ func TestUninstall(t *testing.T) {
 			continue // another test's install, in its own namespace
 		}
 		t.Errorf("%s remains after uninstall", k)
+	}
+
+	// The uninstall deleted KubeVirt's CRDs: the operator, still running,
+	// must stop the informers it had for those kinds, not list and watch
+	// removed APIs for the rest of its life.
+	wait(t, "the cluster-wide instancetype CRD gone", 2*time.Minute, func() (bool, string) {
+		err := c.Get(ctx, client.ObjectKey{Name: "virtualmachineclusterinstancetypes.instancetype.kubevirt.io"}, &apiextv1.CustomResourceDefinition{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	time.Sleep(5 * time.Second)
+	before := requestsTo(t, ".instancetype.kubevirt.io")
+	time.Sleep(20 * time.Second)
+	if n := requestsTo(t, ".instancetype.kubevirt.io") - before; n != 0 {
+		t.Errorf("%g requests to the removed instancetype APIs in 20 idle seconds", n)
 	}
 }

@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,6 +100,30 @@ func crdWrites(t *testing.T) float64 {
 			switch labels["verb"] {
 			case "create", "update", "patch", "delete":
 				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+// requestsTo sums the operator's requests (any verb) to resources whose
+// name ends in suffix (for example ".instancetype.kubevirt.io").
+func requestsTo(t *testing.T, suffix string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "virtop_api_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "resource" && strings.HasSuffix(l.GetValue(), suffix) {
+					total += m.GetCounter().GetValue()
+				}
 			}
 		}
 	}

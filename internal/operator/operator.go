@@ -203,8 +203,12 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err := mgr.Add(watches); err != nil {
 		return nil, err
 	}
+	if err := mgr.Add(&informerJanitor{cache: mgr.GetCache(), kinds: vanishingKinds}); err != nil {
+		return nil, err
+	}
+	guarded := newVanishingGuard(mgr.GetClient(), mgr.GetClient(), vanishingKinds)
 	r := &controller.Reconciler{
-		Client:    mgr.GetClient(),
+		Client:    guarded,
 		APIReader: mgr.GetAPIReader(),
 		Settings: config.Settings{
 			Namespace:          opts.Namespace,
@@ -212,7 +216,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 			RunbookURLTemplate: opts.RunbookURLTemplate,
 		},
 		Catalog: cat,
-		Applier: apply.New(mgr.GetClient()),
+		Applier: apply.New(guarded),
 		Capabilities: &capability.Reader{
 			Cache:     mgr.GetClient(),
 			APIReader: mgr.GetAPIReader(),
