@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"sync"
 
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -51,6 +52,8 @@ type Applier struct {
 
 	mu      sync.Mutex
 	applied map[strategy.Key]record
+	// crdHashes remembers the hash of each CRD object applied (see Apply).
+	crdHashes map[*apiextv1.CustomResourceDefinition]string
 }
 
 type record struct {
@@ -86,24 +89,63 @@ func hashOf(u *unstructured.Unstructured) string {
 	return hex.EncodeToString(sum[:12])
 }
 
-// Apply makes the live object hold the desired fields. It returns what it
-// did and the live object after it.
-func (a *Applier) Apply(ctx context.Context, o client.Object) (Result, *unstructured.Unstructured, error) {
+// desiredWithHash is Desired with the hash annotation set.
+func (a *Applier) desiredWithHash(o client.Object) (*unstructured.Unstructured, error) {
 	desired, err := Desired(o)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	key := strategy.KeyOf(o)
-	hash := hashOf(desired)
 	ann := desired.GetAnnotations()
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[HashAnnotation] = hash
+	ann[HashAnnotation] = hashOf(desired)
 	desired.SetAnnotations(ann)
+	return desired, nil
+}
+
+// crdHash returns the remembered hash of a CRD object ("" if none). The
+// memo holds at most the CRDs of a few strategies; it is dropped whole
+// when it grows past that.
+func (a *Applier) crdHash(crd *apiextv1.CustomResourceDefinition) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.crdHashes == nil || len(a.crdHashes) > 64 {
+		a.crdHashes = map[*apiextv1.CustomResourceDefinition]string{}
+	}
+	return a.crdHashes[crd]
+}
+
+// Apply makes the live object hold the desired fields. It returns what it
+// did and the live object after it.
+func (a *Applier) Apply(ctx context.Context, o client.Object) (Result, *unstructured.Unstructured, error) {
+	key := strategy.KeyOf(o)
+	gvk := o.GetObjectKind().GroupVersionKind()
+	// A CRD comes straight from the strategy (plan.Build does not copy
+	// one) and never changes: its hash is computed once, and a pass that
+	// finds it as applied converts nothing (the conversion of a CRD's
+	// schemas was most of a steady pass's garbage).
+	crd, isCRD := o.(*apiextv1.CustomResourceDefinition)
+	var desired *unstructured.Unstructured
+	hash := ""
+	if isCRD {
+		hash = a.crdHash(crd)
+	}
+	if hash == "" {
+		var err error
+		if desired, err = a.desiredWithHash(o); err != nil {
+			return "", nil, err
+		}
+		hash = desired.GetAnnotations()[HashAnnotation]
+		if isCRD {
+			a.mu.Lock()
+			a.crdHashes[crd] = hash
+			a.mu.Unlock()
+		}
+	}
 	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(desired.GroupVersionKind())
-	err = a.Client.Get(ctx, client.ObjectKeyFromObject(o), live)
+	live.SetGroupVersionKind(gvk)
+	err := a.Client.Get(ctx, client.ObjectKeyFromObject(o), live)
 	switch {
 	case apierrors.IsNotFound(err):
 		live = nil
@@ -111,14 +153,21 @@ func (a *Applier) Apply(ctx context.Context, o client.Object) (Result, *unstruct
 		return "", nil, fmt.Errorf("get %s: %w", key, err)
 	}
 	if live != nil {
-		if err := ExpandCRD(live); err != nil {
-			return "", nil, err
-		}
 		a.mu.Lock()
 		rec, ok := a.applied[key]
 		a.mu.Unlock()
 		if ok && rec.hash == hash && rec.resourceVersion == live.GetResourceVersion() {
 			return Unchanged, live, nil
+		}
+	}
+	if desired == nil {
+		if desired, err = a.desiredWithHash(o); err != nil {
+			return "", nil, err
+		}
+	}
+	if live != nil {
+		if err := ExpandCRD(live); err != nil {
+			return "", nil, err
 		}
 		if live.GetAnnotations()[HashAnnotation] == hash && Contains(live.Object, desired.Object) {
 			a.remember(key, hash, live.GetResourceVersion())

@@ -1,8 +1,12 @@
 package apply
 
 import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -11,8 +15,8 @@ import (
 )
 
 // compactSchemaKey holds, in a cached CustomResourceDefinition, one
-// version's schema as JSON text.
-const compactSchemaKey = "virtop.dev/schema-json"
+// version's schema as gzipped JSON, base64-encoded.
+const compactSchemaKey = "virtop.dev/schema-json-gz"
 
 // TransformCRD is the operator's cache transform for
 // CustomResourceDefinitions. The informers of that kind see every CRD of
@@ -22,8 +26,10 @@ const compactSchemaKey = "virtop.dev/schema-json"
 //   - managed fields are dropped (nothing reads them);
 //   - a CRD virtop does not manage keeps its metadata and status only (the
 //     applier never reads one; capability reads them uncached);
-//   - each version's schema of a CRD virtop manages is kept as JSON text,
-//     which ExpandCRD turns back into maps when the applier compares it.
+//   - each version's schema of a CRD virtop manages is kept as gzipped
+//     JSON text (about a tenth of the JSON, itself several times smaller
+//     than the maps), which ExpandCRD turns back into maps when the
+//     applier must compare it.
 //
 // Objects other than *unstructured.Unstructured (metadata-only informers,
 // tombstones) pass unchanged.
@@ -53,11 +59,11 @@ func TransformCRD(in any) (any, error) {
 		if _, done := schema[compactSchemaKey]; done {
 			continue
 		}
-		b, err := json.Marshal(schema)
+		text, err := compress(schema)
 		if err != nil {
 			return nil, fmt.Errorf("compacting the schema of %s: %w", u.GetName(), err)
 		}
-		vm["schema"] = map[string]any{compactSchemaKey: string(b)}
+		vm["schema"] = map[string]any{compactSchemaKey: text}
 		versions[i] = vm
 	}
 	if err := unstructured.SetNestedSlice(u.Object, versions, "spec", "versions"); err != nil {
@@ -90,9 +96,8 @@ func ExpandCRD(u *unstructured.Unstructured) error {
 		if !ok {
 			continue
 		}
-		// utiljson keeps integers int64, as the API's unstructured decoder.
-		full := map[string]any{}
-		if err := utiljson.Unmarshal([]byte(text), &full); err != nil {
+		full, err := decompress(text)
+		if err != nil {
 			return fmt.Errorf("expanding the cached schema of %s: %w", u.GetName(), err)
 		}
 		vm["schema"] = full
@@ -103,4 +108,41 @@ func ExpandCRD(u *unstructured.Unstructured) error {
 		return nil
 	}
 	return unstructured.SetNestedSlice(u.Object, versions, "spec", "versions")
+}
+
+func compress(schema map[string]any) (string, error) {
+	b, err := json.Marshal(schema)
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(b); err != nil {
+		return "", err
+	}
+	if err := zw.Close(); err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
+}
+
+func decompress(text string) (map[string]any, error) {
+	raw, err := base64.StdEncoding.DecodeString(text)
+	if err != nil {
+		return nil, err
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		return nil, err
+	}
+	// utiljson keeps integers int64, as the API's unstructured decoder.
+	full := map[string]any{}
+	if err := utiljson.Unmarshal(b, &full); err != nil {
+		return nil, err
+	}
+	return full, nil
 }

@@ -41,6 +41,8 @@ const StatusFieldManager = "virtop-status"
 
 // Reconciler reconciles the KubeVirt resource.
 type Reconciler struct {
+	memory memorySettler
+
 	// Client reads from the cache and writes.
 	Client client.Client
 	// APIReader reads uncached (CRDs in full, objects outside the cache).
@@ -110,6 +112,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.Error(err, "Failed to write status")
 		return ctrl.Result{}, errors.Join(reconcileErr, err)
 	}
+	r.memory.observe(reconcileErr == nil && f.settled())
 	return result, reconcileErr
 }
 

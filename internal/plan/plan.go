@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -79,7 +80,14 @@ func Build(s *strategy.Strategy, cfg *config.DeploymentConfig, caps Capabilities
 			p.Closed = append(p.Closed, ClosedGate{Object: strategy.KeyOf(o), Gate: g})
 			continue
 		}
-		o = o.DeepCopyObject().(client.Object)
+		// CRDs go out as they are: nothing after the plan changes one, and
+		// copying their schemas on every pass was most of a pass's garbage.
+		// Every other object is copied, because the plan (replicas,
+		// monitoring placement, tuning) and the controller (certificates,
+		// webhook settings) fill them in.
+		if _, isCRD := o.(*apiextv1.CustomResourceDefinition); !isCRD {
+			o = o.DeepCopyObject().(client.Object)
+		}
 		if d, ok := o.(*appsv1.Deployment); ok {
 			sizeDeployment(d, cfg, caps)
 			if pdb := disruptionBudget(d); pdb != nil {
