@@ -382,13 +382,28 @@ func TestUpgrade(t *testing.T) {
 		t.Error("v1.5.3's rules still hold VirtApiRESTErrorsHigh, which that release removed")
 	}
 	// The strategy ConfigMaps of both versions are kept (current and
-	// previous), no more.
+	// previous), no more — also after later passes, once the observed
+	// deployment ID is the current one: force some by deleting a Service.
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kubevirt-prometheus-metrics"}, svc); err != nil {
+		t.Fatal(err)
+	}
+	uid := svc.UID
+	if err := c.Delete(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, "the Service restored", time.Minute, func() (bool, string) {
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kubevirt-prometheus-metrics"}, svc)
+		return err == nil && svc.UID != uid, fmt.Sprint(err)
+	})
+	waitAvailable(t, c, key)
+	time.Sleep(3 * time.Second)
 	var cms corev1.ConfigMapList
 	if err := c.List(ctx, &cms, client.InNamespace(ns), client.HasLabels{"kubevirt.io/install-strategy"}); err != nil {
 		t.Fatal(err)
 	}
 	if len(cms.Items) != 2 {
-		t.Errorf("%d strategy ConfigMaps after one upgrade, want 2 (current and previous)", len(cms.Items))
+		t.Errorf("%d strategy ConfigMaps after one upgrade and later passes, want 2 (current and previous)", len(cms.Items))
 	}
 }
 

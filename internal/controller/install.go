@@ -399,9 +399,30 @@ func (r *Reconciler) collectStrategies(ctx context.Context, namespace, currentID
 		client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
 		return err
 	}
-	keep := map[string]bool{strategy.ConfigMapName(currentID): true}
-	if previousID != "" {
-		keep[strategy.ConfigMapName(previousID)] = true
+	keep := map[string]bool{}
+	if currentID != "" {
+		keep[strategy.ConfigMapName(currentID)] = true
+		if previousID != "" && previousID != currentID {
+			keep[strategy.ConfigMapName(previousID)] = true
+		} else {
+			// Once the rollout is recorded the observed ID is the current
+			// one; the previous strategy is then the newest other
+			// ConfigMap (by creation), kept for a rollback's diff.
+			var newest *corev1.ConfigMap
+			for i := range list.Items {
+				cm := &list.Items[i]
+				if keep[cm.Name] {
+					continue
+				}
+				if newest == nil || newest.CreationTimestamp.Before(&cm.CreationTimestamp) ||
+					(newest.CreationTimestamp.Equal(&cm.CreationTimestamp) && cm.Name > newest.Name) {
+					newest = cm
+				}
+			}
+			if newest != nil {
+				keep[newest.Name] = true
+			}
+		}
 	}
 	var errs []error
 	for i := range list.Items {
