@@ -234,6 +234,7 @@ func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f 
 		}
 	}()
 	f.monitoring = p.Monitoring
+	f.withheld = withheld(p.Closed)
 	setMonitoringGate(p.Monitoring)
 	certReport, err := r.fillCertificates(ctx, kv, cfg, p)
 	if err != nil {

@@ -70,6 +70,9 @@ type facts struct {
 	// previousMonitoring is the MonitoringReady condition before this
 	// pass, kept when no plan was built.
 	previousMonitoring *kvv1.KubeVirtCondition
+	// withheld names the objects left out because their gates are closed
+	// (monitoring aside), and why.
+	withheld string
 }
 
 type cond struct {
@@ -149,7 +152,11 @@ func conditions(f facts) map[kvv1.KubeVirtConditionType]cond {
 	default:
 		set(kvv1.KubeVirtConditionDegraded, fl, ReasonNoErrors, "No component is degraded")
 		if f.created {
-			set(kvv1.KubeVirtConditionSynchronized, t, ReasonSynchronized, "Every object of the install strategy is applied")
+			msg := "Every object of the install strategy is applied"
+			if f.withheld != "" {
+				msg = "Every object of the install strategy whose gate is open is applied; withheld: " + f.withheld
+			}
+			set(kvv1.KubeVirtConditionSynchronized, t, ReasonSynchronized, msg)
 		}
 	}
 	if f.created {
