@@ -4,9 +4,14 @@ package long
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net/http"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +26,7 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/devcluster"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
@@ -409,4 +415,60 @@ func (s *suite) kubeVirtEvents(ctx context.Context, reason string) ([]string, er
 		}
 	}
 	return out, nil
+}
+
+// startSettledOperator starts an operator with its metrics on a free
+// address and waits until its first reconcile of the KubeVirt resource
+// ended without error (controller_runtime_reconcile_total), so what the test does
+// next meets an operator that has resolved and cached the strategy. It
+// returns the process and the metrics address.
+func (s *suite) startSettledOperator() (*framework.Process, string) {
+	s.t.Helper()
+	addr, err := devcluster.FreeLoopbackAddr()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	op := s.operator("--metrics-bind-address", addr).Start()
+	framework.Eventually(s.t, "the operator's first reconcile without error", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		n, err := scrapeReconciles(ctx, addr)
+		return err == nil && n >= 1, fmt.Errorf("reconciles without error: %g (%v)", n, err)
+	})
+	return op, addr
+}
+
+// reconcileDone matches the reconciles that ended without error (a pass
+// that asks to be requeued later counts as requeue_after, not success).
+var reconcileDone = regexp.MustCompile(`^controller_runtime_reconcile_total\{[^}]*controller="kubevirt"[^}]*result="(success|requeue|requeue_after)"[^}]*\} ([0-9.e+]+)$`)
+
+// scrapeReconciles reads how many reconciles of the kubevirt controller
+// ended without error from the operator's metrics endpoint (self-signed
+// HTTPS).
+func scrapeReconciles(ctx context.Context, addr string) (float64, error) {
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the operator's self-signed metrics certificate
+	}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	total := 0.0
+	for _, line := range strings.Split(string(body), "\n") {
+		if m := reconcileDone.FindStringSubmatch(line); m != nil {
+			n, err := strconv.ParseFloat(m[2], 64)
+			if err != nil {
+				return 0, err
+			}
+			total += n
+		}
+	}
+	return total, nil
 }

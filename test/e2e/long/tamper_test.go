@@ -28,7 +28,7 @@ import (
 func TestOwnerLabelsStripped(t *testing.T) {
 	s := newSuite(t)
 	s.ensureInstalled(fromVersion)
-	op := s.operator().Start()
+	op, _ := s.startSettledOperator()
 	s.converged(fromVersion)
 	for _, target := range []struct{ apiVersion, kind, ns, name string }{
 		{"apps/v1", "Deployment", devcluster.InstallNamespace, components.VirtAPI},
@@ -92,7 +92,7 @@ func TestOwnerLabelsStripped(t *testing.T) {
 func TestStrategyConfigMapTampered(t *testing.T) {
 	s := newSuite(t)
 	s.ensureInstalled(fromVersion)
-	op := s.operator().Start()
+	op, _ := s.startSettledOperator()
 	s.converged(fromVersion)
 	ctx := context.Background()
 	key := client.ObjectKey{Namespace: devcluster.InstallNamespace, Name: strategy.ConfigMapName(s.mustKubeVirt().Status.ObservedDeploymentID)}
