@@ -175,13 +175,18 @@ type JobState struct {
 	RequeueAfter time.Duration
 }
 
-// Apply orders. A fresh install brings virt-api up first; an update of a
-// running system follows upstream: virt-handler first, virt-api last.
-// Monitoring comes right after the Services it scrapes, so a slow component
-// never delays the alerts that would report it.
+// Apply orders. A fresh install starts every component at once — none
+// needs another to start — and holds back only what needs virt-api
+// serving: its webhooks (admission) and the instancetypes they validate.
+// Starting virt-controller and virt-handler behind virt-api's readiness
+// cost a whole rollout round (about a third of created -> Available on the
+// local cluster). An update of a running system follows upstream:
+// virt-handler first, virt-api last. Monitoring comes right after the
+// Services it scrapes, so a slow component never delays the alerts that
+// would report it.
 var (
 	installOrder = []stage.Stage{stage.CRDs, stage.RBAC, stage.Certificates, stage.Services, stage.Monitoring,
-		stage.VirtAPI, stage.Admission, stage.VirtController, stage.VirtHandler, stage.VirtExportProxy, stage.Instancetypes}
+		stage.VirtController, stage.VirtHandler, stage.VirtExportProxy, stage.VirtAPI, stage.Admission, stage.Instancetypes}
 	updateOrder = []stage.Stage{stage.CRDs, stage.RBAC, stage.Certificates, stage.Services, stage.Monitoring,
 		stage.VirtHandler, stage.VirtController, stage.VirtExportProxy, stage.VirtAPI, stage.Admission, stage.Instancetypes}
 	// barriers must be ready before the next stage is applied.
@@ -225,7 +230,8 @@ func (r *Reconciler) applyPlan(ctx context.Context, kv *kvv1.KubeVirt, p *plan.P
 	allReady := true
 	for _, st := range order {
 		stageReady := true
-		for _, o := range byStage[st] {
+		objs := byStage[st]
+		for i, o := range objs {
 			if r.AdjustObject != nil {
 				o = r.AdjustObject(o)
 			}
@@ -237,24 +243,25 @@ func (r *Reconciler) applyPlan(ctx context.Context, kv *kvv1.KubeVirt, p *plan.P
 				labels[InstallNamespaceLabel] = kv.Namespace
 				o.SetLabels(labels)
 			}
-			res, live, err := r.Applier.Apply(ctx, o)
-			faultpoint.Hit("object:" + string(st))
-			key := strategy.KeyOf(o)
-			if err != nil && st == stage.Monitoring {
-				logFor(log, key).Error(err, "Failed to apply a monitoring object; the control plane goes on")
-				out.monitoringErr = errors.Join(out.monitoringErr, err)
+			objs[i] = o
+		}
+		for i, res := range r.applyAll(ctx, st, objs) {
+			key := strategy.KeyOf(objs[i])
+			if res.err != nil && st == stage.Monitoring {
+				logFor(log, key).Error(res.err, "Failed to apply a monitoring object; the control plane goes on")
+				out.monitoringErr = errors.Join(out.monitoringErr, res.err)
 				out.requeueAfter = lowestNonZero(out.requeueAfter, 10*time.Second)
 				continue
 			}
-			if err != nil {
-				return out, err
+			if res.err != nil {
+				return out, res.err
 			}
-			if res != apply.Unchanged {
-				logFor(log, key).Info("Applied object", "result", string(res), "stage", string(st))
-				changed = append(changed, string(res)+" "+key.String())
-				appliedObjects.WithLabelValues(key.Kind, string(res)).Inc()
+			if res.result != apply.Unchanged {
+				logFor(log, key).Info("Applied object", "result", string(res.result), "stage", string(st))
+				changed = append(changed, string(res.result)+" "+key.String())
+				appliedObjects.WithLabelValues(key.Kind, string(res.result)).Inc()
 			}
-			if ok, why := apply.Ready(live); !ok {
+			if ok, why := apply.Ready(res.live); !ok {
 				stageReady = false
 				if out.waitingOn == "" {
 					out.waitingOn = fmt.Sprintf("%s %s: %s", key.Kind, key.Name, why)
@@ -276,6 +283,39 @@ func (r *Reconciler) applyPlan(ctx context.Context, kv *kvv1.KubeVirt, p *plan.P
 	out.created = true
 	out.ready = allReady
 	return out, nil
+}
+
+// applyParallelism bounds the applies in flight within one stage. The
+// objects of a stage do not depend on each other; applying the 87
+// instancetypes and preferences, or the 16 CRDs, one after the other was a
+// third of created -> Available.
+const applyParallelism = 8
+
+type applied struct {
+	result apply.Result
+	live   *unstructured.Unstructured
+	err    error
+}
+
+// applyAll applies the objects of one stage concurrently and returns the
+// outcomes in the objects' order.
+func (r *Reconciler) applyAll(ctx context.Context, st stage.Stage, objs []client.Object) []applied {
+	out := make([]applied, len(objs))
+	sem := make(chan struct{}, applyParallelism)
+	var wg sync.WaitGroup
+	for i, o := range objs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			res, live, err := r.Applier.Apply(ctx, o)
+			faultpoint.Hit("object:" + string(st))
+			out[i] = applied{result: res, live: live, err: err}
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 func summarize(items []string) string {

@@ -109,6 +109,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return result, reconcileErr
 	}
 	if err := r.writeStatus(ctx, orig, kv, f); err != nil {
+		if apierrors.IsConflict(err) && reconcileErr == nil {
+			// The resource changed since this pass read it (the cache is
+			// behind a write of ours, or the user edited it): routine, not
+			// an error. Run again on the current copy.
+			log.V(1).Info("The KubeVirt resource changed during the pass; running again", "reason", err.Error())
+			return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
+		}
 		log.Error(err, "Failed to write status")
 		return ctrl.Result{}, errors.Join(reconcileErr, err)
 	}
