@@ -10,7 +10,6 @@ import (
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/virtop-dev/virtop/internal/operator"
 	"github.com/virtop-dev/virtop/internal/operator/operatortest"
@@ -77,55 +76,16 @@ func TestCachedCRDsCompareTrue(t *testing.T) {
 }
 
 // crdWrites sums the operator's write requests to CustomResourceDefinitions
-// so far (virtop_api_requests_total in the process's metrics registry).
+// so far.
 func crdWrites(t *testing.T) float64 {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() != "virtop_api_requests_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["resource"] != "customresourcedefinitions.apiextensions.k8s.io" {
-				continue
-			}
-			switch labels["verb"] {
-			case "create", "update", "patch", "delete":
-				total += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return total
+	return operatortest.Requests(t, func(verb, resource string) bool {
+		return resource == "customresourcedefinitions.apiextensions.k8s.io" &&
+			(verb == "create" || verb == "update" || verb == "patch" || verb == "delete")
+	})
 }
 
 // requestsTo sums the operator's requests (any verb) to resources whose
 // name ends in suffix (for example ".instancetype.kubevirt.io").
 func requestsTo(t *testing.T, suffix string) float64 {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() != "virtop_api_requests_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "resource" && strings.HasSuffix(l.GetValue(), suffix) {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return total
+	return operatortest.Requests(t, func(_, resource string) bool { return strings.HasSuffix(resource, suffix) })
 }

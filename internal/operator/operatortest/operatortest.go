@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/virtop-dev/virtop/internal/operator"
 )
@@ -41,4 +42,36 @@ func Start(t testing.TB, cfg *rest.Config, opts operator.Options) (stop func()) 
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// Requests sums the in-process operator's API requests so far, from
+// virtop_api_requests_total in the process's metrics registry, over the
+// verbs and resources match accepts (resource as "resource.group").
+func Requests(t testing.TB, match func(verb, resource string) bool) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "virtop_api_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var verb, resource string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "verb":
+					verb = l.GetValue()
+				case "resource":
+					resource = l.GetValue()
+				}
+			}
+			if match(verb, resource) {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
 }

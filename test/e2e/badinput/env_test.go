@@ -1,14 +1,9 @@
 package badinput
 
 import (
-	"bufio"
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net/http"
-	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -95,96 +90,19 @@ func settled(t *testing.T, c client.Client, what string, ok func(*kvv1.KubeVirt)
 
 // ---- the operator's API requests (virtop_api_requests_total) ----
 
-type requestCounts map[[2]string]float64
-
-var (
-	requestSample = regexp.MustCompile(`^virtop_api_requests_total\{(.*)\} ([0-9.e+]+)$`)
-	labelPair     = regexp.MustCompile(`(\w+)="([^"]*)"`)
-)
-
-func scrape(ctx context.Context, addr string) (requestCounts, error) {
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the operator's self-signed metrics certificate
-	}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	out := requestCounts{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		m := requestSample.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
-		}
-		var verb, res string
-		for _, l := range labelPair.FindAllStringSubmatch(m[1], -1) {
-			switch l[1] {
-			case "verb":
-				verb = l[2]
-			case "resource":
-				res = l[2]
-			}
-		}
-		v, err := strconv.ParseFloat(m[2], 64)
-		if err != nil {
-			return nil, err
-		}
-		out[[2]string{verb, res}] = v
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no virtop_api_requests_total samples yet")
-	}
-	return out, nil
-}
-
-func (o *operator) requests(t *testing.T) requestCounts {
+func (o *operator) requests(t *testing.T) framework.RequestCounts {
 	t.Helper()
-	var out requestCounts
-	framework.Eventually(t, "the operator's metrics", time.Minute, func(ctx context.Context) (bool, error) {
-		var err error
-		out, err = scrape(ctx, o.metrics)
-		return err == nil, err
-	})
-	return out
+	return framework.MustScrape(t, o.metrics)
 }
 
-func isWrite(verb string) bool {
-	switch verb {
-	case "create", "update", "patch", "delete", "deletecollection":
-		return true
+// requestDelta returns the requests and writes of after - before, and a
+// summary by verb and resource.
+func requestDelta(after, before framework.RequestCounts) (total, writes float64, summary string) {
+	byVerb, byKey, writes := after.Delta(before)
+	for _, v := range byVerb {
+		total += v
 	}
-	return false
-}
-
-// delta returns the requests and writes of after - before, and a summary.
-func (after requestCounts) delta(before requestCounts) (total, writes float64, summary string) {
-	var parts []string
-	for k, v := range after {
-		d := v - before[k]
-		if d == 0 {
-			continue
-		}
-		total += d
-		if isWrite(k[0]) {
-			writes += d
-		}
-		parts = append(parts, fmt.Sprintf("%s %s=%g", k[0], k[1], d))
-	}
-	sort.Strings(parts)
-	return total, writes, strings.Join(parts, ", ")
+	return total, writes, framework.FormatKeys(byKey)
 }
 
 // Bounds of the hot-loop check over quietWindow: an idle operator sends a
@@ -210,7 +128,7 @@ func quiet(t *testing.T, c client.Client, op *operator, what string) {
 	if err := c.Get(context.Background(), framework.KubeVirtKey, kvAfter); err != nil {
 		t.Fatal(err)
 	}
-	total, writes, summary := op.requests(t).delta(before)
+	total, writes, summary := requestDelta(op.requests(t), before)
 	t.Logf("MEASURE %s: operator API requests in %s: %g (writes %g) [%s]", what, quietWindow, total, writes, summary)
 	if total > maxQuietRequests || writes > maxQuietWrites {
 		t.Errorf("hot loop after %s: %g requests, %g writes in %s (bounds %d, %d): %s",
