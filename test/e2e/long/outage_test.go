@@ -25,15 +25,15 @@ const outage = 20 * time.Second
 // The API server stops for 20 seconds during an install and again while
 // idle: the operator does not exit and converges once it is back.
 //
-// The operator runs without leader election: on a loaded machine the
-// API server takes up to 10 s to stop and half a minute to answer again,
-// so a "20 s" outage keeps it away for about a minute, longer than the
-// leader's 40 s renew deadline, after which a leader must exit (it did:
-// "leader election lost", exit code 2).
+// The operator runs with leader election, as the Deployment does. On a
+// loaded machine the API server takes up to 10 s to stop and half a minute
+// to answer again, so a "20 s" outage keeps it away for up to a minute;
+// with the first renew deadline (40 s) the leader exited ("leader election
+// lost", exit code 2), which is why the deadline is now 75 s.
 func TestAPIServerStopped(t *testing.T) {
 	s := newSuite(t)
 	s.ensureUninstalled()
-	op := s.operator().Start()
+	op := s.operator("--leader-elect").Start()
 
 	// Cordoned nodes leave virt-api's pods Pending, so the install waits
 	// at its virt-api barrier for as long as the test needs.
