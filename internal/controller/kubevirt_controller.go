@@ -343,8 +343,11 @@ func (r *Reconciler) eventForChanges(orig, kv *kvv1.KubeVirt) {
 			continue
 		}
 		typ := corev1.EventTypeNormal
+		// Synchronized is False only when something stops the sync (an
+		// invalid spec, a failed apply, a blocked deletion): a warning.
 		if (c.Type == kvv1.KubeVirtConditionDegraded || c.Type == kvv1.KubeVirtConditionStalled) && c.Status == corev1.ConditionTrue ||
-			c.Type == kvv1.KubeVirtConditionAvailable && c.Status == corev1.ConditionFalse && before == corev1.ConditionTrue {
+			c.Type == kvv1.KubeVirtConditionAvailable && c.Status == corev1.ConditionFalse && before == corev1.ConditionTrue ||
+			c.Type == kvv1.KubeVirtConditionSynchronized && c.Status == corev1.ConditionFalse {
 			typ = corev1.EventTypeWarning
 		}
 		r.Recorder.Eventf(kv, nil, typ, c.Reason, string(c.Type), "%s is %s: %s", c.Type, c.Status, c.Message)
