@@ -364,7 +364,7 @@ func prometheusLate(t *testing.T, env *framework.Env, c client.Client, runs int)
 		})
 		toPrometheus = append(toPrometheus, time.Since(created).Seconds())
 
-		removeMonitoringStack(t, env, c, crdDir)
+		removeMonitoringStack(t, c)
 	}
 	record(t, "monitoring CRDs Established -> ServiceMonitor and PrometheusRule present", "s", "", "", toCRDs...)
 	record(t, "Prometheus arriving late -> monitoring objects present and selected", "s", "<= 2 s", "", toPrometheus...)
@@ -379,7 +379,7 @@ func name(gvk schema.GroupVersionKind) string {
 
 // removeMonitoringStack deletes the Prometheus objects and the monitoring
 // CRDs and waits until the CRDs are gone.
-func removeMonitoringStack(t *testing.T, env *framework.Env, c client.Client, crdDir string) {
+func removeMonitoringStack(t *testing.T, c client.Client) {
 	t.Helper()
 	ctx := context.Background()
 	objs := devcluster.PrometheusObjects()
@@ -413,7 +413,6 @@ func removeMonitoringStack(t *testing.T, env *framework.Env, c client.Client, cr
 		}
 		return true, nil
 	})
-	_ = env
 }
 
 // idleMinutes counts the operator's API requests over d with the control
