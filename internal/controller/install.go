@@ -366,14 +366,11 @@ const InstallNamespaceLabel = "virtop.dev/install-namespace"
 func (r *Reconciler) listManaged(ctx context.Context, gvk schema.GroupVersionKind, installNS string) ([]unstructured.Unstructured, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	var reader client.Reader = r.Client
-	if gvk.Group == "instancetype.kubevirt.io" && r.APIReader != nil {
-		// Uninstall removes these CRDs itself; an informer the cache starts
-		// for them afterwards never syncs, and a cached list would wait
-		// for it forever.
-		reader = r.APIReader
-	}
-	err := reader.List(ctx, list, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue})
+	// Kinds whose CRDs may go away (instancetypes: the uninstall deletes
+	// their CRDs) are listed from the API server by the operator's client
+	// (internal/operator's vanishingGuard), never through an informer that
+	// could wait forever for a removed API.
+	err := r.Client.List(ctx, list, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue})
 	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
 		return nil, nil
 	}

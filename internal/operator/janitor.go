@@ -92,15 +92,20 @@ func (j *informerJanitor) NeedLeaderElection() bool { return false }
 // (Get) or "no such kind" (List) without touching the cache: such a read
 // would start an informer that can never sync and block the pass. The
 // informerJanitor removes the informers that existed when the CRD went.
+// Lists of those kinds (prune and uninstall, which deletes their CRDs
+// itself) go to the API server even while the CRD is served, so a CRD
+// deleted between the check and the read cannot leave one waiting either.
 type vanishingGuard struct {
 	client.Client
 	// meta reads CRD metadata (the operator's metadata-only CRD informer).
-	meta  client.Reader
+	meta client.Reader
+	// api reads uncached.
+	api   client.Reader
 	kinds map[schema.GroupVersionKind]string
 }
 
-func newVanishingGuard(c client.Client, meta client.Reader, kinds []vanishingKind) *vanishingGuard {
-	g := &vanishingGuard{Client: c, meta: meta, kinds: map[schema.GroupVersionKind]string{}}
+func newVanishingGuard(c client.Client, meta, api client.Reader, kinds []vanishingKind) *vanishingGuard {
+	g := &vanishingGuard{Client: c, meta: meta, api: api, kinds: map[schema.GroupVersionKind]string{}}
 	for _, k := range kinds {
 		g.kinds[k.gvk] = k.crd
 	}
@@ -147,12 +152,15 @@ func (g *vanishingGuard) List(ctx context.Context, list client.ObjectList, opts 
 		return err
 	}
 	gvk.Kind = strings.TrimSuffix(gvk.Kind, "List")
-	_, ok, err := g.served(ctx, gvk)
+	crd, ok, err := g.served(ctx, gvk)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return &meta.NoKindMatchError{GroupKind: gvk.GroupKind(), SearchedVersions: []string{gvk.Version}}
+	}
+	if crd != "" {
+		return g.api.List(ctx, list, opts...)
 	}
 	return g.Client.List(ctx, list, opts...)
 }

@@ -211,7 +211,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err := mgr.Add(&informerJanitor{cache: mgr.GetCache(), kinds: vanishingKinds}); err != nil {
 		return nil, err
 	}
-	guarded := newVanishingGuard(mgr.GetClient(), mgr.GetClient(), vanishingKinds)
+	guarded := newVanishingGuard(mgr.GetClient(), mgr.GetClient(), mgr.GetAPIReader(), vanishingKinds)
 	r := &controller.Reconciler{
 		Client:    guarded,
 		APIReader: mgr.GetAPIReader(),
