@@ -254,15 +254,24 @@ func (f *Facts) kubevirtServiceMonitors() []*monitoringv1.ServiceMonitor {
 	return out
 }
 
+// monitoringListUnread skips a check whose monitoring list (read) could
+// not be had: the kind's API is not served, or the list failed.
+func (f *Facts) monitoringListUnread(c Check, read, kind string) (Check, bool) {
+	if f.absent(read) {
+		c.Status = Skipped
+		c.Evidence = "skipped: the " + kind + " API is not served."
+		return c, true
+	}
+	if f.readErr(read) != nil {
+		return f.skipped(c, read, "list", " in all namespaces"), true
+	}
+	return c, false
+}
+
 func checkServiceMonitor(f *Facts) Check {
 	c := Check{Name: CheckServiceMonitor, Group: f.monitoringGroup(), Link: LinkServiceMonitor}
-	if f.absent(ReadServiceMonitors) {
-		c.Status = Skipped
-		c.Evidence = "skipped: the ServiceMonitor API is not served."
+	if c, stop := f.monitoringListUnread(c, ReadServiceMonitors, "ServiceMonitor"); stop {
 		return c
-	}
-	if f.readErr(ReadServiceMonitors) != nil {
-		return f.skipped(c, ReadServiceMonitors, "list", " in all namespaces")
 	}
 	sms := f.kubevirtServiceMonitors()
 	hint := f.kubectl("get servicemonitors.monitoring.coreos.com -A -l %s=%s --show-labels", components.PrometheusLabel, components.PrometheusLabelValue)
@@ -680,13 +689,8 @@ func (f *Facts) kubevirtRules() []*metav1.PartialObjectMetadata {
 
 func checkPrometheusRule(f *Facts) Check {
 	c := Check{Name: CheckPrometheusRule, Group: f.monitoringGroup(), Link: LinkPrometheusRule}
-	if f.absent(ReadPrometheusRules) {
-		c.Status = Skipped
-		c.Evidence = "skipped: the PrometheusRule API is not served."
+	if c, stop := f.monitoringListUnread(c, ReadPrometheusRules, "PrometheusRule"); stop {
 		return c
-	}
-	if f.readErr(ReadPrometheusRules) != nil {
-		return f.skipped(c, ReadPrometheusRules, "list", " in all namespaces")
 	}
 	rules := f.kubevirtRules()
 	if len(rules) == 0 {

@@ -173,6 +173,15 @@ func componentOf(pod string) string {
 	return ""
 }
 
+// queryFailed skips a check whose Prometheus query failed; the failure is
+// told among the informational checks.
+func queryFailed(c Check, what string, err error) Check {
+	c.Status = Skipped
+	c.Group = GroupInfo
+	c.Evidence = fmt.Sprintf("skipped: %s: %v", what, err)
+	return c
+}
+
 func checkPromTarget(f *Facts) Check {
 	c := Check{Name: CheckPromTarget, Group: GroupMonitoring, Link: LinkTarget}
 	if c, stop := f.promUnreachable(c); stop {
@@ -180,10 +189,7 @@ func checkPromTarget(f *Facts) Check {
 	}
 	pf := f.Prometheus
 	if pf.UpErr != nil {
-		c.Status = Skipped
-		c.Group = GroupInfo
-		c.Evidence = fmt.Sprintf("skipped: the up query failed: %v", pf.UpErr)
-		return c
+		return queryFailed(c, "the up query failed", pf.UpErr)
 	}
 	readyPods := f.scrapedPods()
 	promQL := fmt.Sprintf(`up{job="%s"}`, metrics.KubeVirtJob)
@@ -263,10 +269,7 @@ func checkPromMetrics(f *Facts) Check {
 	}
 	pf := f.Prometheus
 	if pf.MetricsErr != nil {
-		c.Status = Skipped
-		c.Group = GroupInfo
-		c.Evidence = fmt.Sprintf("skipped: the metric queries failed: %v", pf.MetricsErr)
-		return c
+		return queryFailed(c, "the metric queries failed", pf.MetricsErr)
 	}
 	upOK := false
 	for _, s := range pf.Up {
@@ -342,10 +345,7 @@ func checkPromRules(f *Facts) Check {
 	}
 	pf := f.Prometheus
 	if pf.RulesErr != nil {
-		c.Status = Skipped
-		c.Group = GroupInfo
-		c.Evidence = fmt.Sprintf("skipped: /api/v1/rules failed: %v", pf.RulesErr)
-		return c
+		return queryFailed(c, "/api/v1/rules failed", pf.RulesErr)
 	}
 	names := kubevirtAlertNames()
 	loaded := map[string]bool{}
