@@ -29,37 +29,14 @@ import (
 
 // strategyCache keeps the strategies recently resolved, by deployment ID,
 // so a steady-state pass does not render or decode again.
-type strategyCache struct {
-	mu      sync.Mutex
-	entries map[string]*cachedStrategy
-	order   []string
-}
+type strategyCache = recent[string, *cachedStrategy]
+
+// keptStrategies: the current and the previous deployment's.
+const keptStrategies = 2
 
 type cachedStrategy struct {
 	strategy  *strategy.Strategy
 	configMap *corev1.ConfigMap
-}
-
-func (c *strategyCache) get(id string) *cachedStrategy {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.entries[id]
-}
-
-func (c *strategyCache) put(id string, e *cachedStrategy) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.entries == nil {
-		c.entries = map[string]*cachedStrategy{}
-	}
-	if _, ok := c.entries[id]; !ok {
-		c.order = append(c.order, id)
-	}
-	c.entries[id] = e
-	for len(c.order) > 2 {
-		delete(c.entries, c.order[0])
-		c.order = c.order[1:]
-	}
 }
 
 // resolveStrategy returns the strategy of the config, from memory, from
@@ -113,7 +90,7 @@ func (r *Reconciler) resolveStrategy(ctx context.Context, kv *kvv1.KubeVirt, cfg
 		if res != apply.Unchanged {
 			log.Info("Stored install strategy", "configMap", cm.Name, "version", cfg.Version, "objects", len(st.Objects))
 		}
-		r.strategies.put(cfg.ID, &cachedStrategy{strategy: st, configMap: cm})
+		r.strategies.put(cfg.ID, &cachedStrategy{strategy: st, configMap: cm}, keptStrategies)
 		return st, ctrl.Result{}, nil
 	}
 	// Not in this operator's catalog: the strategy comes from a ConfigMap
@@ -123,7 +100,7 @@ func (r *Reconciler) resolveStrategy(ctx context.Context, kv *kvv1.KubeVirt, cfg
 	if err == nil {
 		st, derr := strategy.FromConfigMap(cm)
 		if derr == nil && st.ID == cfg.ID {
-			r.strategies.put(cfg.ID, &cachedStrategy{strategy: st})
+			r.strategies.put(cfg.ID, &cachedStrategy{strategy: st}, keptStrategies)
 			if r.StrategyJobs != nil {
 				if err := r.StrategyJobs.Done(ctx, kv, cfg); err != nil {
 					log.Error(err, "Failed to delete finished install strategy Jobs")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -102,7 +101,7 @@ func (r *Reconciler) tunePlan(ctx context.Context, cfg *config.DeploymentConfig,
 				}
 			}
 		}
-		tunings.put(key, e)
+		tunings.put(key, e, keptTunings)
 	}
 	if e.err != nil {
 		tp.err = e.err
@@ -178,35 +177,12 @@ type tuningEntry struct {
 	err   error
 }
 
-type tuningCache struct {
-	mu      sync.Mutex
-	entries map[tuningKey]*tuningEntry
-	order   []tuningKey
-}
-
-func (c *tuningCache) get(k tuningKey) *tuningEntry {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.entries[k]
-}
-
-func (c *tuningCache) put(k tuningKey, e *tuningEntry) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.entries == nil {
-		c.entries = map[tuningKey]*tuningEntry{}
-	}
-	if _, ok := c.entries[k]; !ok {
-		c.order = append(c.order, k)
-	}
-	c.entries[k] = e
-	for len(c.order) > 4 {
-		delete(c.entries, c.order[0])
-		c.order = c.order[1:]
-	}
-}
+type tuningCache = recent[tuningKey, *tuningEntry]
 
 var tunings tuningCache
+
+// keptTunings bounds the tuning results remembered.
+const keptTunings = 4
 
 // tuningStatus is the status a KubeVirtMonitoring should carry after the
 // pass; the conditions' transition times are the caller's.
