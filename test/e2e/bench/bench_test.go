@@ -226,60 +226,13 @@ func installTimed(t *testing.T, c client.Client, metricsAddr string, nodes int) 
 	return took, total
 }
 
-// ensureNodes creates fake nodes up to n, in parallel, and waits until all
-// are Ready (listing, not one GET per node).
+// ensureNodes creates fake nodes up to n and waits until they are Ready.
 func ensureNodes(t *testing.T, env *framework.Env, n int) {
 	t.Helper()
 	start := time.Now()
-	cfg := *env.Clients.Config
-	cfg.QPS, cfg.Burst = 500, 1000
-	kube, err := kubernetes.NewForConfig(&cfg)
-	if err != nil {
+	if err := env.Cluster.EnsureNodes(context.Background(), n, false); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	work := make(chan int)
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for w := 0; w < 16; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				_, err := kube.CoreV1().Nodes().Create(ctx, devcluster.FakeNode(env.Cluster.Name, i, false), metav1.CreateOptions{})
-				if err != nil && !apierrors.IsAlreadyExists(err) {
-					errs <- err
-				}
-			}
-		}()
-	}
-	for i := 0; i < n; i++ {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("creating nodes: %v", err)
-	}
-	framework.Eventually(t, fmt.Sprintf("%d nodes Ready", n), 10*time.Minute, func(ctx context.Context) (bool, error) {
-		list, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-		if err != nil {
-			return false, err
-		}
-		ready := 0
-		for _, node := range list.Items {
-			for _, cond := range node.Status.Conditions {
-				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-					ready++
-				}
-			}
-		}
-		if ready < n {
-			return false, fmt.Errorf("%d of %d Ready", ready, n)
-		}
-		return true, nil
-	})
 	t.Logf("MEASURE %d fake nodes Ready in %s", n, time.Since(start).Round(100*time.Millisecond))
 }
 
