@@ -27,6 +27,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // PrometheusesAPI is prometheus-operator's Prometheus resource.
@@ -180,7 +181,7 @@ func (r *Reader) virtAPIServing(ctx context.Context, namespace string) bool {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, err := r.Clientset.CoreV1().Services(namespace).
-		ProxyGet("https", "virt-api", "443", "/apis/subresources.kubevirt.io/v1/healthz", nil).DoRaw(pctx)
+		ProxyGet("https", vocab.VirtAPI, "443", "/apis/subresources.kubevirt.io/v1/healthz", nil).DoRaw(pctx)
 	p.serving = err == nil
 	switch {
 	case p.serving:

@@ -50,13 +50,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
-
-// DurationAnnotation records on a certificate Secret the lifetime its
-// certificate was issued with, as upstream sets it.
-const DurationAnnotation = "kubevirt.io/duration"
 
 // DefaultReissueDelay is how long after a CA rotation the certificates
 // signed by the previous CA are re-signed by the new one.
@@ -103,22 +99,22 @@ type spec struct {
 
 // specs are the certificates of KubeVirt v1.5.3, CAs first.
 var specs = []*spec{
-	{name: components.CASecretName, kind: KindCA, caPrefix: "kubevirt.io"},
-	{name: components.ExportCASecretName, kind: KindCA, caPrefix: "export.kubevirt.io"},
-	serving(components.VirtAPICertSecretName, components.VirtAPI),
-	serving(components.VirtControllerCertSecretName, components.VirtController),
-	serving(components.VirtExportProxyCertSecretName, components.VirtExportProxy),
-	{name: components.VirtHandlerServerCertSecretName, kind: KindServer, issuer: components.CASecretName,
-		cn: "kubevirt.io:system:node:virt-handler", service: components.VirtHandler},
-	{name: components.VirtHandlerCertSecretName, kind: KindClient, issuer: components.CASecretName,
+	{name: vocab.CASecretName, kind: KindCA, caPrefix: "kubevirt.io"},
+	{name: vocab.ExportCASecretName, kind: KindCA, caPrefix: "export.kubevirt.io"},
+	serving(vocab.VirtAPICertSecretName, vocab.VirtAPI),
+	serving(vocab.VirtControllerCertSecretName, vocab.VirtController),
+	serving(vocab.VirtExportProxyCertSecretName, vocab.VirtExportProxy),
+	{name: vocab.VirtHandlerServerCertSecretName, kind: KindServer, issuer: vocab.CASecretName,
+		cn: "kubevirt.io:system:node:virt-handler", service: vocab.VirtHandler},
+	{name: vocab.VirtHandlerCertSecretName, kind: KindClient, issuer: vocab.CASecretName,
 		cn: "kubevirt.io:system:client:virt-handler"},
-	serving(components.VirtOperatorCertSecretName, components.OperatorWebhookServiceName),
+	serving(vocab.VirtOperatorCertSecretName, vocab.OperatorWebhookServiceName),
 }
 
 // serving is a server certificate named, as upstream, for the pod DNS name
 // "<service>.<namespace>.pod.cluster.local".
 func serving(name, service string) *spec {
-	return &spec{name: name, kind: KindServer, issuer: components.CASecretName,
+	return &spec{name: name, kind: KindServer, issuer: vocab.CASecretName,
 		cn: service + ".%s.pod.cluster.local", pod: true, service: service}
 }
 

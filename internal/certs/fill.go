@@ -13,8 +13,8 @@ import (
 	apiregv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // caState is a resolved CA: its key pair and the bundle it publishes.
@@ -127,10 +127,10 @@ func (s *spec) ca() string {
 
 // bundleFor is the CA whose bundle an object that trusts a server gets.
 func bundleFor(o client.Object) string {
-	if s := specFor(o.GetAnnotations()[components.CertificateSecretAnnotation]); s != nil {
+	if s := specFor(o.GetAnnotations()[vocab.CertificateSecretAnnotation]); s != nil {
 		return s.ca()
 	}
-	return components.CASecretName
+	return vocab.CASecretName
 }
 
 func isRoute(u *unstructured.Unstructured) bool {
@@ -150,7 +150,7 @@ func liveKeyPair(sec *corev1.Secret) (*keyPair, string) {
 // its renewal time, or "".
 func unfit(cert *x509.Certificate, sec *corev1.Secret, duration time.Duration, now time.Time) string {
 	switch {
-	case sec.Annotations[DurationAnnotation] != duration.String():
+	case sec.Annotations[vocab.CertificateDurationAnnotation] != duration.String():
 		return ReasonDurationChanged
 	case now.Before(cert.NotBefore.Add(-maxSkew)):
 		return ReasonNotYetValid
@@ -162,7 +162,7 @@ func (m *Manager) resolveCA(s *spec, live Live, planned bool, lt config.Certific
 	duration, renew := lt.CADuration.Duration, lt.CARenewBefore.Duration
 	var previous []*x509.Certificate
 	if cm := live.ConfigMaps[s.name]; cm != nil {
-		previous = parseBundle([]byte(cm.Data[components.CABundleKey]))
+		previous = parseBundle([]byte(cm.Data[vocab.CABundleKey]))
 	}
 	sec := live.Secrets[s.name]
 	pair, reason := liveKeyPair(sec)
@@ -270,7 +270,7 @@ func fillObject(o client.Object, pairs map[string]*keyPair, cas map[string]*caSt
 		if c.Annotations == nil {
 			c.Annotations = map[string]string{}
 		}
-		c.Annotations[DurationAnnotation] = duration.String()
+		c.Annotations[vocab.CertificateDurationAnnotation] = duration.String()
 		return c
 	case *corev1.ConfigMap:
 		st, ok := cas[t.Name]
@@ -281,7 +281,7 @@ func fillObject(o client.Object, pairs map[string]*keyPair, cas map[string]*caSt
 		if c.Data == nil {
 			c.Data = map[string]string{}
 		}
-		c.Data[components.CABundleKey] = string(st.bundle.pem)
+		c.Data[vocab.CABundleKey] = string(st.bundle.pem)
 		return c
 	case *admissionv1.ValidatingWebhookConfiguration:
 		c := t.DeepCopy()

@@ -25,31 +25,18 @@ import (
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func init() { register("admission", renderAdmission) }
 
 // Names of the admission objects, as upstream names them.
 const (
-	OperatorValidatingWebhookName = "virt-operator-validator"
-	VirtAPIValidatingWebhookName  = "virt-api-validator"
-	VirtAPIMutatingWebhookName    = "virt-api-mutator"
-	NodeRestrictionPolicyName     = "kubevirt-node-restriction-policy"
-	NodeRestrictionBindingName    = "kubevirt-node-restriction-binding"
+	NodeRestrictionPolicyName  = "kubevirt-node-restriction-policy"
+	NodeRestrictionBindingName = "kubevirt-node-restriction-binding"
 	// SubresourcesGroup is the group virt-api serves through the
 	// aggregation layer.
 	SubresourcesGroup = "subresources.kubevirt.io"
-	// CertificateSecretAnnotation names the Secret whose CA the
-	// certificate code injects into a webhook configuration or APIService.
-	CertificateSecretAnnotation = "certificates.kubevirt.io/secret"
-)
-
-// Paths the operator's webhook serves (virtop's own operator serves them
-// on its "webhooks" port behind Service kubevirt-operator-webhook).
-const (
-	KubeVirtDeleteValidatePath = "/kubevirt-validate-delete"
-	KubeVirtUpdateValidatePath = "/kubevirt-validate-update"
-	KubeVirtCreateValidatePath = "/kubevirt-validate-create"
 )
 
 const (
@@ -97,11 +84,11 @@ var (
 
 // operatorWebhooks are served by the operator, in upstream's order.
 var operatorWebhooks = []webhookSpec{
-	{name: "kubevirt-validator.kubevirt.io", path: KubeVirtDeleteValidatePath, ops: opsDelete,
+	{name: "kubevirt-validator.kubevirt.io", path: vocab.KubeVirtDeleteValidatePath, ops: opsDelete,
 		group: webhookCoreGroup, versions: webhookCoreVersions, resources: []string{"kubevirts"}},
-	{name: "kubevirt-update-validator.kubevirt.io", path: KubeVirtUpdateValidatePath, ops: opsUpdate,
+	{name: "kubevirt-update-validator.kubevirt.io", path: vocab.KubeVirtUpdateValidatePath, ops: opsUpdate,
 		group: webhookCoreGroup, versions: webhookCoreVersions, resources: []string{"kubevirts"}},
-	{name: "kubevirt-create-validator.kubevirt.io", path: KubeVirtCreateValidatePath, ops: opsCreate,
+	{name: "kubevirt-create-validator.kubevirt.io", path: vocab.KubeVirtCreateValidatePath, ops: opsCreate,
 		group: webhookCoreGroup, versions: webhookCoreVersions, resources: []string{"kubevirts"}},
 }
 
@@ -172,12 +159,12 @@ func renderAdmission(c *config.DeploymentConfig, _ catalog.Release) ([]client.Ob
 	objs := []client.Object{
 		// The operator runs in the install namespace, so its webhook
 		// Service is there too.
-		newValidatingWebhookConfiguration(OperatorValidatingWebhookName, VirtOperatorCertSecretName,
-			webhookService(ns, OperatorWebhookServiceName), operatorWebhooks),
-		newValidatingWebhookConfiguration(VirtAPIValidatingWebhookName, VirtAPICertSecretName,
-			webhookService(ns, VirtAPI), virtAPIValidatingWebhooks),
-		newMutatingWebhookConfiguration(VirtAPIMutatingWebhookName, VirtAPICertSecretName,
-			webhookService(ns, VirtAPI), virtAPIMutatingWebhooks),
+		newValidatingWebhookConfiguration(vocab.OperatorValidatingWebhookName, vocab.VirtOperatorCertSecretName,
+			webhookService(ns, vocab.OperatorWebhookServiceName), operatorWebhooks),
+		newValidatingWebhookConfiguration(vocab.VirtAPIValidatingWebhookName, vocab.VirtAPICertSecretName,
+			webhookService(ns, vocab.VirtAPI), virtAPIValidatingWebhooks),
+		newMutatingWebhookConfiguration(vocab.VirtAPIMutatingWebhookName, vocab.VirtAPICertSecretName,
+			webhookService(ns, vocab.VirtAPI), virtAPIMutatingWebhooks),
 		newNodeRestrictionPolicy(ns),
 		newNodeRestrictionBinding(),
 	}
@@ -201,8 +188,8 @@ func webhookService(ns, name string) func(path string) admissionv1.WebhookClient
 func webhookMeta(name, certSecret string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Name:        name,
-		Labels:      map[string]string{AppLabel: name},
-		Annotations: map[string]string{CertificateSecretAnnotation: certSecret},
+		Labels:      map[string]string{vocab.AppLabel: name},
+		Annotations: map[string]string{vocab.CertificateSecretAnnotation: certSecret},
 	}
 }
 
@@ -275,7 +262,7 @@ const nodeRestrictionFilter = `k != "labels" && k != "annotations" && k != "mana
 // cpumanager label): no spec changes, no other metadata changes.
 // Upstream puts no labels on the policy, only on its binding.
 func newNodeRestrictionPolicy(ns string) *admissionv1.ValidatingAdmissionPolicy {
-	handlerUser := "system:serviceaccount:" + ns + ":" + HandlerServiceAccount
+	handlerUser := "system:serviceaccount:" + ns + ":" + vocab.HandlerServiceAccount
 	nodes := admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"*"}, Resources: []string{"nodes"}}
 	p := &admissionv1.ValidatingAdmissionPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
@@ -328,7 +315,7 @@ func newNodeRestrictionBinding() *admissionv1.ValidatingAdmissionPolicyBinding {
 		TypeMeta: metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   NodeRestrictionBindingName,
-			Labels: map[string]string{AppLabel: nodeRestrictionLabelValue},
+			Labels: map[string]string{vocab.AppLabel: nodeRestrictionLabelValue},
 		},
 		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
 			PolicyName:        NodeRestrictionPolicyName,
@@ -354,11 +341,11 @@ func newSubresourcesAPIService(ns, version string) *apiregv1.APIService {
 		TypeMeta: metav1.TypeMeta{APIVersion: "apiregistration.k8s.io/v1", Kind: "APIService"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        version + "." + SubresourcesGroup,
-			Labels:      map[string]string{AppLabel: apiAggregatorLabelValue},
-			Annotations: map[string]string{CertificateSecretAnnotation: VirtAPICertSecretName},
+			Labels:      map[string]string{vocab.AppLabel: apiAggregatorLabelValue},
+			Annotations: map[string]string{vocab.CertificateSecretAnnotation: vocab.VirtAPICertSecretName},
 		},
 		Spec: apiregv1.APIServiceSpec{
-			Service:              &apiregv1.ServiceReference{Namespace: ns, Name: VirtAPI},
+			Service:              &apiregv1.ServiceReference{Namespace: ns, Name: vocab.VirtAPI},
 			Group:                SubresourcesGroup,
 			Version:              version,
 			GroupPriorityMinimum: apiServiceGroupPriorityMinimum,

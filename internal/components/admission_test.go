@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Facts below are written out from upstream KubeVirt v1.5.3
@@ -404,7 +405,7 @@ func TestSubresourcesAPIServices(t *testing.T) {
 		if got := a.Annotations["certificates.kubevirt.io/secret"]; got != "kubevirt-virt-api-certs" {
 			t.Errorf("%s: certificates.kubevirt.io/secret = %q", name, got)
 		}
-		if g := a.Annotations[stage.GateAnnotation]; !strings.Contains(g, "ready:virt-api") {
+		if g := a.Annotations[vocab.GateAnnotation]; !strings.Contains(g, "ready:virt-api") {
 			t.Errorf("%s: gate annotation %q lacks ready:virt-api", name, g)
 		}
 	}

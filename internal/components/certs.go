@@ -8,22 +8,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
-)
-
-// Certificate Secrets and CA ConfigMaps, as upstream names them
-// (components/secrets.go). The CA ConfigMaps share their Secret's name.
-const (
-	CASecretName                    = "kubevirt-ca"
-	ExportCASecretName              = "kubevirt-export-ca"
-	VirtAPICertSecretName           = "kubevirt-virt-api-certs"
-	VirtControllerCertSecretName    = "kubevirt-controller-certs"
-	VirtExportProxyCertSecretName   = "kubevirt-exportproxy-certs"
-	VirtHandlerServerCertSecretName = "kubevirt-virt-handler-server-certs"
-	VirtHandlerCertSecretName       = "kubevirt-virt-handler-certs"
-	VirtOperatorCertSecretName      = "kubevirt-operator-certs"
-	// CABundleKey is the data key of the CA ConfigMaps that holds the PEM
-	// bundle.
-	CABundleKey = "ca-bundle"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func init() { register("certificates", renderCertificates) }
@@ -47,14 +32,14 @@ func renderCertificates(c *config.DeploymentConfig, _ catalog.Release) ([]client
 	// and the CAs go to the operator namespace upstream, which for virtop
 	// is the install namespace.
 	for _, name := range []string{
-		VirtAPICertSecretName,
-		VirtControllerCertSecretName,
-		VirtExportProxyCertSecretName,
-		VirtHandlerServerCertSecretName,
-		VirtHandlerCertSecretName,
-		VirtOperatorCertSecretName,
-		CASecretName,
-		ExportCASecretName,
+		vocab.VirtAPICertSecretName,
+		vocab.VirtControllerCertSecretName,
+		vocab.VirtExportProxyCertSecretName,
+		vocab.VirtHandlerServerCertSecretName,
+		vocab.VirtHandlerCertSecretName,
+		vocab.VirtOperatorCertSecretName,
+		vocab.CASecretName,
+		vocab.ExportCASecretName,
 	} {
 		out = append(out, newCertSecret(ns, name))
 	}
@@ -62,7 +47,7 @@ func renderCertificates(c *config.DeploymentConfig, _ catalog.Release) ([]client
 	// in install/strategy.go), so its strategy holds each CA ConfigMap
 	// twice. A strategy must not hold duplicate objects: virtop renders
 	// each once.
-	for _, name := range []string{CASecretName, ExportCASecretName} {
+	for _, name := range []string{vocab.CASecretName, vocab.ExportCASecretName} {
 		out = append(out, newCAConfigMap(ns, name))
 	}
 	return out, nil

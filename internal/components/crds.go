@@ -17,6 +17,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // The API groups of KubeVirt's custom resources.
@@ -375,7 +376,7 @@ func newCRD(r catalog.Release, d crdDef) *apiextv1.CustomResourceDefinition {
 		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   d.plural + "." + d.group,
-			Labels: map[string]string{AppLabel: ""},
+			Labels: map[string]string{vocab.AppLabel: ""},
 		},
 		Spec: apiextv1.CustomResourceDefinitionSpec{
 			Group: d.group,

@@ -20,6 +20,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func init() { register("openshift", renderOpenShift) }
@@ -144,7 +145,7 @@ func newHandlerSCC(ns string) *securityContextConstraints {
 		SELinuxContext:           sccStrategy{Type: sccRunAsAny},
 		Volumes:                  []string{sccAllVolumes},
 		AllowHostDirVolumePlugin: true,
-		Users:                    []string{serviceAccountUser(ns, HandlerServiceAccount)},
+		Users:                    []string{serviceAccountUser(ns, vocab.HandlerServiceAccount)},
 	}
 }
 
@@ -163,7 +164,7 @@ func newControllerSCC(ns string) *securityContextConstraints {
 		SeccompProfiles:          []string{"runtime/default", "unconfined", "localhost/kubevirt/kubevirt.json"},
 		AllowedCapabilities:      []string{"SYS_NICE", "NET_BIND_SERVICE"},
 		AllowHostDirVolumePlugin: true,
-		Users:                    []string{serviceAccountUser(ns, ControllerServiceAccount)},
+		Users:                    []string{serviceAccountUser(ns, vocab.ControllerServiceAccount)},
 	}
 }
 
@@ -173,9 +174,9 @@ func newControllerSCC(ns string) *securityContextConstraints {
 func exportProxyRoute(ns string) *route {
 	return &route{
 		TypeMeta:   metav1.TypeMeta{APIVersion: routeAPIVersion, Kind: "Route"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: VirtExportProxy},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: vocab.VirtExportProxy},
 		Spec: routeSpec{
-			To: routeTarget{Kind: "Service", Name: VirtExportProxy},
+			To: routeTarget{Kind: "Service", Name: vocab.VirtExportProxy},
 			TLS: &routeTLSConfig{
 				Termination:                   routeTerminationReencrypt,
 				InsecureEdgeTerminationPolicy: routeInsecureRedirect,

@@ -11,6 +11,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // The RBAC of the KubeVirt control plane: the components' ServiceAccounts,
@@ -99,10 +100,10 @@ func renderRBAC(c *config.DeploymentConfig, _ catalog.Release) ([]client.Object,
 		authDelegator bool
 	}
 	for _, comp := range []component{
-		{sa: APIServiceAccount, clusterRules: rbacAPIServerClusterRules(), roleRules: rbacConfigMapReadRules(), authDelegator: true},
-		{sa: ControllerServiceAccount, clusterRules: rbacControllerClusterRules(), roleRules: rbacControllerRoleRules()},
-		{sa: HandlerServiceAccount, clusterRules: rbacHandlerClusterRules(), roleRules: rbacConfigMapReadRules()},
-		{sa: ExportProxyServiceAccount, clusterRules: rbacExportProxyClusterRules(), roleRules: rbacExportProxyRoleRules()},
+		{sa: vocab.APIServiceAccount, clusterRules: rbacAPIServerClusterRules(), roleRules: rbacConfigMapReadRules(), authDelegator: true},
+		{sa: vocab.ControllerServiceAccount, clusterRules: rbacControllerClusterRules(), roleRules: rbacControllerRoleRules()},
+		{sa: vocab.HandlerServiceAccount, clusterRules: rbacHandlerClusterRules(), roleRules: rbacConfigMapReadRules()},
+		{sa: vocab.ExportProxyServiceAccount, clusterRules: rbacExportProxyClusterRules(), roleRules: rbacExportProxyRoleRules()},
 	} {
 		objs = append(objs,
 			rbacServiceAccount(ns, comp.sa),
@@ -171,7 +172,7 @@ func rbacTypeMeta(kind string) metav1.TypeMeta {
 
 // rbacLabels is upstream's kubevirt.io: "" plus extra labels.
 func rbacLabels(extra map[string]string) map[string]string {
-	l := map[string]string{AppLabel: ""}
+	l := map[string]string{vocab.AppLabel: ""}
 	for k, v := range extra {
 		l[k] = v
 	}

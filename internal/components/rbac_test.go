@@ -12,6 +12,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Expected values below are copied from upstream KubeVirt v1.5.3,
@@ -142,7 +143,7 @@ func TestRBACMetadata(t *testing.T) {
 		if g := stage.GatesOf(o); len(g) != 0 {
 			t.Errorf("%s: gates %v, want none", id, g)
 		}
-		for _, l := range []string{ManagedByLabel, "app.kubernetes.io/component", "app.kubernetes.io/part-of", "app.kubernetes.io/version"} {
+		for _, l := range []string{vocab.ManagedByLabel, "app.kubernetes.io/component", "app.kubernetes.io/part-of", "app.kubernetes.io/version"} {
 			if _, ok := o.GetLabels()[l]; ok {
 				t.Errorf("%s: renderer set common label %s (the strategy stamps it)", id, l)
 			}
@@ -182,7 +183,7 @@ func TestRBACMetadata(t *testing.T) {
 		}
 		ann := map[string]string{}
 		for k, v := range o.GetAnnotations() {
-			if k != stage.Annotation {
+			if k != vocab.StageAnnotation {
 				ann[k] = v
 			}
 		}

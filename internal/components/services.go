@@ -9,17 +9,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
-)
-
-// Service names, as upstream names them. virt-api and virt-exportproxy
-// Services carry their component's name.
-const (
-	// PrometheusServiceName is the headless Service the ServiceMonitor
-	// selects; it fronts every pod labelled prometheus.kubevirt.io: "true".
-	PrometheusServiceName = "kubevirt-prometheus-metrics"
-	// OperatorWebhookServiceName serves the operator's validating webhook
-	// for KubeVirt resources (port "webhooks" of virt-operator).
-	OperatorWebhookServiceName = "kubevirt-operator-webhook"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func init() { register("services", renderServices) }
@@ -37,24 +27,24 @@ func renderServices(c *config.DeploymentConfig, _ catalog.Release) ([]client.Obj
 	// The operator runs in the install namespace, so its webhook Service
 	// lives there too.
 	return []client.Object{
-		newService(ns, PrometheusServiceName,
-			map[string]string{AppLabel: "", PrometheusLabel: PrometheusLabelValue},
-			map[string]string{PrometheusLabel: PrometheusLabelValue},
+		newService(ns, vocab.PrometheusServiceName,
+			map[string]string{vocab.AppLabel: "", vocab.PrometheusLabel: vocab.PrometheusLabelValue},
+			map[string]string{vocab.PrometheusLabel: vocab.PrometheusLabelValue},
 			corev1.ServicePort{Name: "metrics", Port: 443, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP},
 			true),
-		newService(ns, VirtAPI,
-			map[string]string{AppLabel: VirtAPI},
-			map[string]string{AppLabel: VirtAPI},
+		newService(ns, vocab.VirtAPI,
+			map[string]string{vocab.AppLabel: vocab.VirtAPI},
+			map[string]string{vocab.AppLabel: vocab.VirtAPI},
 			corev1.ServicePort{Port: 443, TargetPort: intstr.FromInt32(8443), Protocol: corev1.ProtocolTCP},
 			false),
-		newService(ns, OperatorWebhookServiceName,
-			map[string]string{AppLabel: "", PrometheusLabel: PrometheusLabelValue},
-			map[string]string{AppLabel: VirtOperator},
+		newService(ns, vocab.OperatorWebhookServiceName,
+			map[string]string{vocab.AppLabel: "", vocab.PrometheusLabel: vocab.PrometheusLabelValue},
+			map[string]string{vocab.AppLabel: vocab.VirtOperator},
 			corev1.ServicePort{Name: "webhooks", Port: 443, TargetPort: intstr.FromString("webhooks"), Protocol: corev1.ProtocolTCP},
 			false),
-		newService(ns, VirtExportProxy,
-			map[string]string{AppLabel: VirtExportProxy},
-			map[string]string{AppLabel: VirtExportProxy},
+		newService(ns, vocab.VirtExportProxy,
+			map[string]string{vocab.AppLabel: vocab.VirtExportProxy},
+			map[string]string{vocab.AppLabel: vocab.VirtExportProxy},
 			corev1.ServicePort{Port: 443, TargetPort: intstr.FromInt32(8443), Protocol: corev1.ProtocolTCP},
 			false),
 	}, nil

@@ -28,6 +28,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func init() { register("workloads", renderWorkloads) }
@@ -55,10 +56,6 @@ const (
 
 	nodeLabellerPath    = "/var/lib/kubevirt-node-labeller"
 	prHelperSocketDir   = "/var/run/kubevirt/daemons/pr"
-	labelAppName        = "app.kubernetes.io/name"
-	labelAppVersion     = "app.kubernetes.io/version"
-	labelAppPartOf      = "app.kubernetes.io/part-of"
-	labelAppComponent   = "app.kubernetes.io/component"
 	sccRestrictedV2     = "restricted-v2"
 	handlerSCC          = "kubevirt-handler"
 	controlPlaneRoleKey = "node-role.kubernetes.io/control-plane"
@@ -98,8 +95,8 @@ func renderWorkloads(c *config.DeploymentConfig, _ catalog.Release) ([]client.Ob
 	var out []client.Object
 	for _, w := range workloadSpecs(c) {
 		tmpl := workloadPodTemplate(c, w)
-		meta := metav1.ObjectMeta{Name: w.name, Namespace: c.Namespace, Labels: map[string]string{AppLabel: w.name}}
-		selector := &metav1.LabelSelector{MatchLabels: map[string]string{AppLabel: w.name}}
+		meta := metav1.ObjectMeta{Name: w.name, Namespace: c.Namespace, Labels: map[string]string{vocab.AppLabel: w.name}}
+		selector := &metav1.LabelSelector{MatchLabels: map[string]string{vocab.AppLabel: w.name}}
 		var obj client.Object
 		if w.daemonSet {
 			obj = &appsv1.DaemonSet{
@@ -112,7 +109,7 @@ func renderWorkloads(c *config.DeploymentConfig, _ catalog.Release) ([]client.Ob
 				},
 			}
 		} else {
-			meta.Labels[labelAppName] = w.name
+			meta.Labels[vocab.AppNameLabel] = w.name
 			replicas := int32(defaultInfraReplicas)
 			if c.Infra.Replicas != nil {
 				replicas = *c.Infra.Replicas
@@ -149,17 +146,17 @@ func workloadSpecs(c *config.DeploymentConfig) []workloadSpec {
 	}
 	specs := []workloadSpec{
 		{
-			name: VirtAPI, stage: stage.VirtAPI, serviceAccount: APIServiceAccount,
-			scc: sccRestrictedV2, antiAffinity: VirtAPI, flagsKey: "api",
+			name: vocab.VirtAPI, stage: stage.VirtAPI, serviceAccount: vocab.APIServiceAccount,
+			scc: sccRestrictedV2, antiAffinity: vocab.VirtAPI, flagsKey: "api",
 			podSecurity: restrictedPod,
 			certs: []secretMount{
 				{"kubevirt-virt-api-certs", "/etc/virt-api/certificates"},
 				{"kubevirt-virt-handler-certs", "/etc/virt-handler/clientcertificates"},
 			},
 			main: corev1.Container{
-				Name:    VirtAPI,
-				Image:   c.Image(VirtAPI),
-				Command: []string{VirtAPI},
+				Name:    vocab.VirtAPI,
+				Image:   c.Image(vocab.VirtAPI),
+				Command: []string{vocab.VirtAPI},
 				Args:    []string{"--port", port, "--console-server-port", "8186", "--subresources-only", "-v", workloadVerbosity},
 				Ports:   metricsPort(),
 				ReadinessProbe: workloadProbe("/apis/subresources.kubevirt.io/v1/healthz", probeTiming{
@@ -170,17 +167,17 @@ func workloadSpecs(c *config.DeploymentConfig) []workloadSpec {
 			},
 		},
 		{
-			name: VirtController, stage: stage.VirtController, serviceAccount: ControllerServiceAccount,
-			scc: sccRestrictedV2, antiAffinity: VirtController, flagsKey: "controller",
+			name: vocab.VirtController, stage: stage.VirtController, serviceAccount: vocab.ControllerServiceAccount,
+			scc: sccRestrictedV2, antiAffinity: vocab.VirtController, flagsKey: "controller",
 			podSecurity: restrictedPod,
 			certs: []secretMount{
 				{"kubevirt-controller-certs", "/etc/virt-controller/certificates"},
 				{"kubevirt-export-ca", "/etc/virt-controller/exportca"},
 			},
 			main: corev1.Container{
-				Name:    VirtController,
-				Image:   c.Image(VirtController),
-				Command: []string{VirtController},
+				Name:    vocab.VirtController,
+				Image:   c.Image(vocab.VirtController),
+				Command: []string{vocab.VirtController},
 				Args: []string{
 					"--launcher-image", c.Image("virt-launcher"),
 					"--exporter-image", c.Image("virt-exportserver"),
@@ -195,16 +192,16 @@ func workloadSpecs(c *config.DeploymentConfig) []workloadSpec {
 			},
 		},
 		{
-			name: VirtHandler, stage: stage.VirtHandler, daemonSet: true, serviceAccount: HandlerServiceAccount,
+			name: vocab.VirtHandler, stage: stage.VirtHandler, daemonSet: true, serviceAccount: vocab.HandlerServiceAccount,
 			scc: handlerSCC, flagsKey: "handler",
 			certs: []secretMount{
 				{"kubevirt-virt-handler-certs", "/etc/virt-handler/clientcertificates"},
 				{"kubevirt-virt-handler-server-certs", "/etc/virt-handler/servercertificates"},
 			},
 			main: corev1.Container{
-				Name:    VirtHandler,
-				Image:   c.Image(VirtHandler),
-				Command: []string{VirtHandler},
+				Name:    vocab.VirtHandler,
+				Image:   c.Image(vocab.VirtHandler),
+				Command: []string{vocab.VirtHandler},
 				Args: []string{
 					"--port", port,
 					"--hostname-override", "$(NODE_NAME)",
@@ -233,11 +230,11 @@ func workloadSpecs(c *config.DeploymentConfig) []workloadSpec {
 	}
 	if c.HasFeatureGate(VMExportFeatureGate) {
 		specs = append(specs, workloadSpec{
-			name: VirtExportProxy, stage: stage.VirtExportProxy, serviceAccount: ExportProxyServiceAccount,
+			name: vocab.VirtExportProxy, stage: stage.VirtExportProxy, serviceAccount: vocab.ExportProxyServiceAccount,
 			scc: sccRestrictedV2,
 			// Upstream avoids virt-api pods here, not virt-exportproxy ones;
 			// kept as upstream renders it.
-			antiAffinity: VirtAPI,
+			antiAffinity: vocab.VirtAPI,
 			// Upstream v1.5.3 sets only runAsNonRoot for virt-exportproxy: no
 			// seccomp profile and no container security context.
 			podSecurity: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true)},
@@ -245,8 +242,8 @@ func workloadSpecs(c *config.DeploymentConfig) []workloadSpec {
 			main: corev1.Container{
 				Name: "exportproxy", // the component name is too long for upstream's taste
 				// Upstream puts the flags in the command and sets no args.
-				Image:          c.Image(VirtExportProxy),
-				Command:        []string{VirtExportProxy, "--port", port, "-v", workloadVerbosity},
+				Image:          c.Image(vocab.VirtExportProxy),
+				Command:        []string{vocab.VirtExportProxy, "--port", port, "-v", workloadVerbosity},
 				Ports:          metricsPort(),
 				ReadinessProbe: workloadProbe("/healthz", probeTiming{delay: 15, period: 10}),
 				Resources:      workloadRequests("5m", "150Mi"),
@@ -261,18 +258,18 @@ func workloadSpecs(c *config.DeploymentConfig) []workloadSpec {
 // security context, the main container and its certificate and profile
 // volumes.
 func workloadPodTemplate(c *config.DeploymentConfig, w workloadSpec) corev1.PodTemplateSpec {
-	labels := map[string]string{AppLabel: w.name, PrometheusLabel: PrometheusLabelValue}
+	labels := map[string]string{vocab.AppLabel: w.name, vocab.PrometheusLabel: vocab.PrometheusLabelValue}
 	// Upstream's strategy labels pod templates with the product labels; the
 	// product version defaults to the KubeVirt version.
-	labels[labelAppVersion] = c.Version
+	labels[vocab.AppVersionLabel] = c.Version
 	if c.ProductVersion != "" {
-		labels[labelAppVersion] = c.ProductVersion
+		labels[vocab.AppVersionLabel] = c.ProductVersion
 	}
 	if c.ProductName != "" {
-		labels[labelAppPartOf] = c.ProductName
+		labels[vocab.AppPartOfLabel] = c.ProductName
 	}
 	if c.ProductComponent != "" {
-		labels[labelAppComponent] = c.ProductComponent
+		labels[vocab.AppComponentLabel] = c.ProductComponent
 	}
 
 	main := *w.main.DeepCopy()
@@ -283,7 +280,7 @@ func workloadPodTemplate(c *config.DeploymentConfig, w workloadSpec) corev1.PodT
 
 	pod := corev1.PodSpec{
 		ServiceAccountName: w.serviceAccount,
-		PriorityClassName:  PriorityClassName,
+		PriorityClassName:  vocab.PriorityClassName,
 		SecurityContext:    w.podSecurity.DeepCopy(),
 		Tolerations:        []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}},
 		Containers:         []corev1.Container{main},
@@ -294,7 +291,7 @@ func workloadPodTemplate(c *config.DeploymentConfig, w workloadSpec) corev1.PodT
 				Weight: 1,
 				PodAffinityTerm: corev1.PodAffinityTerm{
 					LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-						Key: AppLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{w.antiAffinity},
+						Key: vocab.AppLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{w.antiAffinity},
 					}}},
 					TopologyKey: corev1.LabelHostname,
 				},
@@ -323,7 +320,7 @@ func workloadPodTemplate(c *config.DeploymentConfig, w workloadSpec) corev1.PodT
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        w.name,
 			Labels:      labels,
-			Annotations: map[string]string{RequiredSCCAnnotation: w.scc},
+			Annotations: map[string]string{vocab.RequiredSCCAnnotation: w.scc},
 		},
 		Spec: pod,
 	}

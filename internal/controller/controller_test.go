@@ -20,12 +20,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/localcluster"
 	"github.com/virtop-dev/virtop/internal/operator"
 	"github.com/virtop-dev/virtop/internal/operator/operatortest"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func TestMain(m *testing.M) {
@@ -98,7 +98,7 @@ func managedVersions(t *testing.T, c client.Client) map[string]string {
 		list := &unstructured.UnstructuredList{}
 		list.SetAPIVersion(strings.TrimPrefix(group+"/v1", "/"))
 		list.SetKind(kind)
-		if err := c.List(context.Background(), list, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+		if err := c.List(context.Background(), list, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
 			t.Fatal(err)
 		}
 		for _, o := range list.Items {
@@ -109,7 +109,7 @@ func managedVersions(t *testing.T, c client.Client) map[string]string {
 		list := &unstructured.UnstructuredList{}
 		list.SetAPIVersion(gvk[0])
 		list.SetKind(gvk[1])
-		if err := c.List(context.Background(), list, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+		if err := c.List(context.Background(), list, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
 			t.Fatal(err)
 		}
 		for _, o := range list.Items {
@@ -155,7 +155,7 @@ func TestInstallSteadyStateDriftAndSecond(t *testing.T) {
 	var apiservices unstructured.UnstructuredList
 	apiservices.SetAPIVersion("apiregistration.k8s.io/v1")
 	apiservices.SetKind("APIServiceList")
-	if err := c.List(ctx, &apiservices, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+	if err := c.List(ctx, &apiservices, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
 		t.Fatal(err)
 	}
 	if len(apiservices.Items) != 0 {

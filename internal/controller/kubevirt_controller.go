@@ -31,13 +31,8 @@ import (
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
-
-// Finalizer is the KubeVirt resource's finalizer, as upstream names it.
-const Finalizer = "foregroundDeleteKubeVirt"
-
-// StatusFieldManager owns status and finalizers.
-const StatusFieldManager = "virtop-status"
 
 // Reconciler reconciles the KubeVirt resource.
 type Reconciler struct {
@@ -162,7 +157,7 @@ func (r *Reconciler) markNotServed(ctx context.Context, kv *kvv1.KubeVirt, serve
 	if apiequality.Semantic.DeepEqual(orig.Status, kv.Status) {
 		return nil
 	}
-	return r.Client.Status().Patch(ctx, kv, client.MergeFrom(orig), client.FieldOwner(StatusFieldManager))
+	return r.Client.Status().Patch(ctx, kv, client.MergeFrom(orig), client.FieldOwner(vocab.StatusFieldManager))
 }
 
 // mergeConditionsKeep sets only the given conditions, keeping all others.
@@ -216,7 +211,7 @@ func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f 
 	if err != nil || st == nil {
 		return res, err
 	}
-	if !controllerutil.ContainsFinalizer(kv, Finalizer) {
+	if !controllerutil.ContainsFinalizer(kv, vocab.KubeVirtFinalizer) {
 		if err := r.addFinalizer(ctx, kv); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -285,8 +280,8 @@ func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f 
 
 func (r *Reconciler) addFinalizer(ctx context.Context, kv *kvv1.KubeVirt) error {
 	orig := kv.DeepCopy()
-	controllerutil.AddFinalizer(kv, Finalizer)
-	return r.Client.Patch(ctx, kv, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(StatusFieldManager))
+	controllerutil.AddFinalizer(kv, vocab.KubeVirtFinalizer)
+	return r.Client.Patch(ctx, kv, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(vocab.StatusFieldManager))
 }
 
 // writeStatus computes conditions and phase and patches the status when it
@@ -311,7 +306,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, orig, kv *kvv1.KubeVirt, f
 	base := orig.DeepCopy()
 	base.ResourceVersion = kv.ResourceVersion
 	patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
-	if err := r.Client.Status().Patch(ctx, kv, patch, client.FieldOwner(StatusFieldManager)); err != nil {
+	if err := r.Client.Status().Patch(ctx, kv, patch, client.FieldOwner(vocab.StatusFieldManager)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

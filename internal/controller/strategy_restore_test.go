@@ -15,6 +15,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/operator/operatortest"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // The strategy ConfigMap deleted, then corrupted, by hand while the
@@ -65,7 +66,7 @@ func TestStrategyConfigMapRestored(t *testing.T) {
 			if _, err := strategy.FromConfigMap(cur); err != nil {
 				return false, err.Error()
 			}
-			return cur.Data[strategy.ManifestsKey] == orig.Data[strategy.ManifestsKey], "manifests differ"
+			return cur.Data[vocab.ManifestsKey] == orig.Data[vocab.ManifestsKey], "manifests differ"
 		}
 	}
 
@@ -80,7 +81,7 @@ func TestStrategyConfigMapRestored(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := cur.DeepCopy()
-	cur.Data[strategy.ManifestsKey] = "garbage, not gzip+base64"
+	cur.Data[vocab.ManifestsKey] = "garbage, not gzip+base64"
 	if err := c.Patch(ctx, cur, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // ProtectedKinds hold user data: uninstall never deletes them, nor a CRD
@@ -71,7 +72,7 @@ func ExistingWorkloads(ctx context.Context, r client.Reader, mapper meta.RESTMap
 func (r *Reconciler) reconcileDelete(ctx context.Context, kv *kvv1.KubeVirt, f *facts) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	f.deleting = true
-	if !controllerutil.ContainsFinalizer(kv, Finalizer) {
+	if !controllerutil.ContainsFinalizer(kv, vocab.KubeVirtFinalizer) {
 		return ctrl.Result{}, nil
 	}
 	removeWorkloads := kv.Spec.UninstallStrategy == kvv1.KubeVirtUninstallStrategyRemoveWorkloads
@@ -139,12 +140,12 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, kv *kvv1.KubeVirt, f *
 	f.deleted = true
 	kv.Status.Phase = kvv1.KubeVirtPhaseDeleted
 	kv.Status.Conditions = mergeConditions(kv.Status.Conditions, conditions(*f), r.now())
-	if err := r.Client.Status().Patch(ctx, kv, client.MergeFrom(orig), client.FieldOwner(StatusFieldManager)); client.IgnoreNotFound(err) != nil {
+	if err := r.Client.Status().Patch(ctx, kv, client.MergeFrom(orig), client.FieldOwner(vocab.StatusFieldManager)); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, err
 	}
 	orig = kv.DeepCopy()
-	controllerutil.RemoveFinalizer(kv, Finalizer)
-	if err := r.Client.Patch(ctx, kv, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(StatusFieldManager)); client.IgnoreNotFound(err) != nil {
+	controllerutil.RemoveFinalizer(kv, vocab.KubeVirtFinalizer)
+	if err := r.Client.Patch(ctx, kv, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(vocab.StatusFieldManager)); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, err
 	}
 	log.Info("Removed the KubeVirt control plane")

@@ -27,11 +27,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
-)
 
-// FieldManager is the field manager of what `virtop up` applies (the
-// operator itself applies as "virtop").
-const FieldManager = "virtop-up"
+	"github.com/virtop-dev/virtop/internal/vocab"
+)
 
 // Clients bundles the clients of one cluster.
 type Clients struct {
@@ -194,7 +192,7 @@ func (c *Cluster) EnsureNodes(ctx context.Context, n int, kwokTaint bool) error 
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				_, err := kube.CoreV1().Nodes().Create(ctx, FakeNode(c.Name, i, kwokTaint), metav1.CreateOptions{FieldManager: FieldManager})
+				_, err := kube.CoreV1().Nodes().Create(ctx, FakeNode(c.Name, i, kwokTaint), metav1.CreateOptions{FieldManager: vocab.UpFieldManager})
 				if err != nil && !apierrors.IsAlreadyExists(err) {
 					errs <- fmt.Errorf("creating node %s: %w", nodeName(c.Name, i), err)
 				}
@@ -262,15 +260,15 @@ func installBase(ctx context.Context, cl *Clients, crdDir string) (int, error) {
 		}
 	}
 	pc := &schedulingv1.PriorityClass{
-		ObjectMeta:  metav1.ObjectMeta{Name: "kubevirt-cluster-critical"},
+		ObjectMeta:  metav1.ObjectMeta{Name: vocab.PriorityClassName},
 		Value:       1000000000,
 		Description: "This priority class should be used for core kubevirt components only.",
 	}
-	if _, err := cl.Kube.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := cl.Kube.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{FieldManager: vocab.UpFieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return n, fmt.Errorf("creating PriorityClass: %w", err)
 	}
 	if err := ensureNamespace(ctx, cl, InstallNamespace, map[string]string{
-		"kubevirt.io":                        "",
+		vocab.AppLabel:                       "",
 		"pod-security.kubernetes.io/enforce": "privileged",
 	}); err != nil {
 		return n, err
@@ -280,7 +278,7 @@ func installBase(ctx context.Context, cl *Clients, crdDir string) (int, error) {
 
 func ensureNamespace(ctx context.Context, cl *Clients, name string, labels map[string]string) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
-	_, err := cl.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{FieldManager: FieldManager})
+	_, err := cl.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{FieldManager: vocab.UpFieldManager})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s: %w", name, err)
 	}
@@ -359,7 +357,7 @@ func apply(ctx context.Context, cl *Clients, obj *unstructured.Unstructured, def
 	}
 	obj.SetManagedFields(nil)
 	obj.SetResourceVersion("")
-	if _, err := ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+	if _, err := ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: vocab.UpFieldManager, Force: true}); err != nil {
 		return fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err)
 	}
 	if gvk.Group == "apiextensions.k8s.io" && gvk.Kind == "CustomResourceDefinition" {

@@ -22,6 +22,7 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/localcluster"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Paths inside the checkout that `up` installs from.
@@ -374,7 +375,7 @@ func (c *Cluster) observe(ctx context.Context, cl *Clients, kv *unstructured.Uns
 	if obj, err := cl.Dynamic.Resource(kubevirtGVR).Namespace(kv.GetNamespace()).Get(ctx, kv.GetName(), metav1.GetOptions{}); err == nil {
 		s.kv = obj
 	}
-	for _, name := range []string{"virt-api", "virt-controller"} {
+	for _, name := range []string{vocab.VirtAPI, vocab.VirtController} {
 		d, err := cl.Kube.AppsV1().Deployments(InstallNamespace).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
@@ -389,10 +390,10 @@ func (c *Cluster) observe(ctx context.Context, cl *Clients, kv *unstructured.Uns
 			s.components = append(s.components, fmt.Sprintf("%s %d/%d", name, d.Status.ReadyReplicas, want))
 		}
 	}
-	ds, err := cl.Kube.AppsV1().DaemonSets(InstallNamespace).Get(ctx, "virt-handler", metav1.GetOptions{})
+	ds, err := cl.Kube.AppsV1().DaemonSets(InstallNamespace).Get(ctx, vocab.VirtHandler, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		s.components = append(s.components, "virt-handler -")
+		s.components = append(s.components, vocab.VirtHandler+" -")
 	case err != nil:
 		s.components = append(s.components, "virt-handler ?")
 	default:

@@ -11,8 +11,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Result is what differs between operand A and operand B. Added objects are
@@ -189,7 +189,7 @@ func (o Options) normalise(obj client.Object) map[string]interface{} {
 		delete(md, f)
 	}
 	if ann, ok := md["annotations"].(map[string]interface{}); ok {
-		delete(ann, components.InstallStrategyIdentifierAnnotation)
+		delete(ann, vocab.InstallStrategyIdentifierAnnotation)
 		if len(ann) == 0 {
 			delete(md, "annotations")
 		}

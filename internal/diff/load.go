@@ -16,8 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // VersionPrefix marks an operand rendered in process: version:v1.5.3.
@@ -79,7 +79,7 @@ func Load(operand string, render RenderFunc) ([]client.Object, error) {
 }
 
 func isStrategyConfigMap(cm *corev1.ConfigMap) bool {
-	_, ok := cm.Labels[components.InstallStrategyLabel]
+	_, ok := cm.Labels[vocab.InstallStrategyLabel]
 	return ok
 }
 

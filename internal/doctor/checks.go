@@ -11,8 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	strategystage "github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Check names, stable for scripts.
@@ -44,7 +44,6 @@ const (
 	metricsPortName      = "metrics"
 	metricsPortNumber    = 8443
 	apiServiceName       = "v1.subresources.kubevirt.io"
-	operatorLeaseName    = "virt-operator"
 	recentWarningsWindow = time.Hour
 )
 
@@ -54,10 +53,10 @@ const (
 func Checks(f *Facts) []Check {
 	var out []Check
 	out = append(out,
-		checkComponent(f, components.VirtAPI, GroupCritical),
-		checkComponent(f, components.VirtController, GroupCritical),
-		checkComponent(f, components.VirtHandler, GroupCluster),
-		checkComponent(f, components.VirtOperator, GroupCluster),
+		checkComponent(f, vocab.VirtAPI, GroupCritical),
+		checkComponent(f, vocab.VirtController, GroupCritical),
+		checkComponent(f, vocab.VirtHandler, GroupCluster),
+		checkComponent(f, vocab.VirtOperator, GroupCluster),
 		checkNodes(f),
 		checkKubeVirt(f),
 		checkEvents(f),
@@ -96,7 +95,7 @@ func (f *Facts) kubectlNS(format string, args ...any) string {
 func (f *Facts) componentPods(name string) []*corev1.Pod {
 	var out []*corev1.Pod
 	for i := range f.Pods {
-		if f.Pods[i].Labels[components.AppLabel] == name {
+		if f.Pods[i].Labels[vocab.AppLabel] == name {
 			out = append(out, &f.Pods[i])
 		}
 	}
@@ -159,7 +158,7 @@ func (f *Facts) controlPlaneDown() bool {
 	if f.readErr(ReadPods) != nil {
 		return false
 	}
-	return f.Namespace != nil && (f.readyCount(components.VirtAPI) == 0 || f.readyCount(components.VirtController) == 0)
+	return f.Namespace != nil && (f.readyCount(vocab.VirtAPI) == 0 || f.readyCount(vocab.VirtController) == 0)
 }
 
 func (f *Facts) deployment(name string) *appsv1.Deployment {
@@ -185,12 +184,12 @@ func (f *Facts) installFound() bool {
 	if len(f.kubeVirtsIn(f.Where.Namespace)) > 0 {
 		return true
 	}
-	for _, name := range []string{components.VirtAPI, components.VirtController, components.VirtOperator} {
+	for _, name := range []string{vocab.VirtAPI, vocab.VirtController, vocab.VirtOperator} {
 		if f.deployment(name) != nil || len(f.componentPods(name)) > 0 {
 			return true
 		}
 	}
-	return f.daemonSet(components.VirtHandler) != nil || len(f.componentPods(components.VirtHandler)) > 0
+	return f.daemonSet(vocab.VirtHandler) != nil || len(f.componentPods(vocab.VirtHandler)) > 0
 }
 
 func (f *Facts) kubeVirtsIn(ns string) []*kvv1.KubeVirt {
@@ -219,7 +218,7 @@ func checkComponent(f *Facts, name string, group Group) Check {
 			wanted = *d.Spec.Replicas
 		}
 	}
-	if name == components.VirtHandler {
+	if name == vocab.VirtHandler {
 		kind = "DaemonSet"
 		if ds := f.daemonSet(name); ds != nil {
 			wanted = ds.Status.DesiredNumberScheduled
@@ -247,8 +246,8 @@ func checkComponent(f *Facts, name string, group Group) Check {
 		c.Evidence += ": " + strings.Join(notes, "; ")
 	}
 	c.Evidence += "."
-	selector := fmt.Sprintf("-l %s=%s", components.AppLabel, name)
-	if name == components.VirtOperator && ready == 0 {
+	selector := fmt.Sprintf("-l %s=%s", vocab.AppLabel, name)
+	if name == vocab.VirtOperator && ready == 0 {
 		if lc, ok := f.operatorLeaseCheck(c, len(pods)); ok {
 			return lc
 		}
@@ -261,7 +260,7 @@ func checkComponent(f *Facts, name string, group Group) Check {
 		} else {
 			c.Hint = f.kubectlNS("describe pods %s", selector)
 		}
-		if name == components.VirtOperator {
+		if name == vocab.VirtOperator {
 			c.Evidence += " " + f.leaseEvidence() + " Nothing reconciles the control plane while no operator runs."
 		}
 	case ready < len(pods) || (wanted >= 0 && int32(ready) < wanted):
@@ -361,7 +360,7 @@ func checkNodes(f *Facts) Check {
 		return f.skipped(c, ReadNodes, "list", "")
 	}
 	hosted := map[string][]string{}
-	for _, name := range []string{components.VirtAPI, components.VirtController, components.VirtOperator, components.VirtHandler} {
+	for _, name := range []string{vocab.VirtAPI, vocab.VirtController, vocab.VirtOperator, vocab.VirtHandler} {
 		for _, p := range f.componentPods(name) {
 			if p.Spec.NodeName != "" {
 				hosted[p.Spec.NodeName] = append(hosted[p.Spec.NodeName], p.Name)
@@ -632,7 +631,7 @@ func isStrategyJobPod(p *corev1.Pod) bool {
 			return true
 		}
 	}
-	return strings.Contains(p.Labels[components.AppLabel], "install-strategy")
+	return strings.Contains(p.Labels[vocab.AppLabel], "install-strategy")
 }
 
 // checkAPIService tells apart three states of v1.subresources.kubevirt.io:
@@ -699,10 +698,10 @@ func (f *Facts) withheldAPIService(c Check, strategyCM string) Check {
 	}
 	c.Status = Warn
 	c.Evidence = base + " Nothing hangs, but virtctl console, VNC, start, stop and migrate fail, and the API server cannot reach virt-api, so neither can it call virt-api's webhooks: look for a NetworkPolicy, a firewall between the control-plane hosts and the pod network, or virt-api's serving certificate."
-	if f.readyCount(components.VirtAPI) == 0 {
+	if f.readyCount(vocab.VirtAPI) == 0 {
 		c.Evidence += " (virt-api has no ready pod.)"
 	}
-	c.Hint = f.kubectl("get --raw /api/v1/namespaces/%s/services/https:%s:443/proxy/apis/subresources.kubevirt.io/v1/healthz", ns, components.VirtAPI)
+	c.Hint = f.kubectl("get --raw /api/v1/namespaces/%s/services/https:%s:443/proxy/apis/subresources.kubevirt.io/v1/healthz", ns, vocab.VirtAPI)
 	return c
 }
 
@@ -715,7 +714,7 @@ const kwokNodeAnnotation = "kwok.x-k8s.io/node"
 // on a real node.
 func (f *Facts) simulatedVirtAPINodes() ([]string, bool) {
 	seen := map[string]bool{}
-	for _, p := range f.componentPods(components.VirtAPI) {
+	for _, p := range f.componentPods(vocab.VirtAPI) {
 		n, known := f.Nodes[p.Spec.NodeName]
 		if !known || n.Annotations[kwokNodeAnnotation] == "" {
 			return nil, false
@@ -753,18 +752,18 @@ func (f *Facts) leaseEvidence() string {
 	ns := f.Where.Namespace
 	switch {
 	case f.readErr(ReadLease) != nil:
-		return fmt.Sprintf("Lease %s/%s could not be read (%v).", ns, operatorLeaseName, f.readErr(ReadLease))
+		return fmt.Sprintf("Lease %s/%s could not be read (%v).", ns, vocab.OperatorLeaseName, f.readErr(ReadLease))
 	case f.OperatorLease == nil:
-		return fmt.Sprintf("No Lease %s/%s: no operator with leader election runs elsewhere either.", ns, operatorLeaseName)
+		return fmt.Sprintf("No Lease %s/%s: no operator with leader election runs elsewhere either.", ns, vocab.OperatorLeaseName)
 	}
 	holder, renewed, _ := f.leaseHolder()
 	if holder == "" {
-		return fmt.Sprintf("Lease %s/%s is released: its last holder stopped.", ns, operatorLeaseName)
+		return fmt.Sprintf("Lease %s/%s is released: its last holder stopped.", ns, vocab.OperatorLeaseName)
 	}
 	if renewed.IsZero() {
-		return fmt.Sprintf("Lease %s/%s names %s but was never renewed.", ns, operatorLeaseName, holder)
+		return fmt.Sprintf("Lease %s/%s names %s but was never renewed.", ns, vocab.OperatorLeaseName, holder)
 	}
-	return fmt.Sprintf("Lease %s/%s expired: %s last renewed it %s ago.", ns, operatorLeaseName, holder, f.Now.Sub(renewed).Round(time.Second))
+	return fmt.Sprintf("Lease %s/%s expired: %s last renewed it %s ago.", ns, vocab.OperatorLeaseName, holder, f.Now.Sub(renewed).Round(time.Second))
 }
 
 // operatorLeaseCheck judges virt-operator by its leader-election Lease when
@@ -781,7 +780,7 @@ func (f *Facts) operatorLeaseCheck(c Check, pods int) (Check, bool) {
 	if ago < 0 {
 		ago = 0
 	}
-	lease := fmt.Sprintf("Lease %s/%s is held by %s, renewed %s ago", f.Where.Namespace, operatorLeaseName, holder, ago)
+	lease := fmt.Sprintf("Lease %s/%s is held by %s, renewed %s ago", f.Where.Namespace, vocab.OperatorLeaseName, holder, ago)
 	if pods == 0 {
 		c.Status = OK
 		c.Evidence = fmt.Sprintf("no virt-operator pod in %s, but %s: an operator outside this namespace's pods leads (a process beside the cluster, or a Deployment in another namespace).", f.Where.Namespace, lease)
@@ -789,6 +788,6 @@ func (f *Facts) operatorLeaseCheck(c Check, pods int) (Check, bool) {
 	}
 	c.Status = Warn
 	c.Evidence = fmt.Sprintf("0 of %d virt-operator pods ready, but %s: something still leads; the pods' readiness says otherwise.", pods, lease)
-	c.Hint = f.kubectlNS("get leases.coordination.k8s.io %s -o yaml", operatorLeaseName)
+	c.Hint = f.kubectlNS("get leases.coordination.k8s.io %s -o yaml", vocab.OperatorLeaseName)
 	return c, true
 }

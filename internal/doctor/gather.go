@@ -23,9 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	strategystage "github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Gatherer reads the facts. It holds a client.Reader, so it cannot write:
@@ -103,7 +103,7 @@ func (g *Gatherer) Gather(ctx context.Context) (*Facts, error) {
 			f.Events = evs.Items
 		}
 		var lease coordinationv1.Lease
-		switch err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: operatorLeaseName}, &lease); {
+		switch err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: vocab.OperatorLeaseName}, &lease); {
 		case err == nil:
 			f.OperatorLease = &lease
 		case apierrors.IsNotFound(err) && !isNoResource(err):
@@ -111,7 +111,7 @@ func (g *Gatherer) Gather(ctx context.Context) (*Facts, error) {
 			f.Reads[ReadLease] = classify(err)
 		}
 		var svc corev1.Service
-		switch err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: components.PrometheusServiceName}, &svc); {
+		switch err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: vocab.PrometheusServiceName}, &svc); {
 		case err == nil:
 			f.MetricsService = &svc
 		case apierrors.IsNotFound(err):
@@ -119,7 +119,7 @@ func (g *Gatherer) Gather(ctx context.Context) (*Facts, error) {
 			f.Reads[ReadService] = classify(err)
 		}
 		var eps discoveryv1.EndpointSliceList
-		if g.list(ctx, f, ReadEndpointSlices, &eps, inNS, client.MatchingLabels{discoveryv1.LabelServiceName: components.PrometheusServiceName}) {
+		if g.list(ctx, f, ReadEndpointSlices, &eps, inNS, client.MatchingLabels{discoveryv1.LabelServiceName: vocab.PrometheusServiceName}) {
 			f.EndpointSlices = eps.Items
 		}
 		var roles rbacv1.RoleList
@@ -131,7 +131,7 @@ func (g *Gatherer) Gather(ctx context.Context) (*Facts, error) {
 			f.RoleBindings = rbs.Items
 		}
 		var cms corev1.ConfigMapList
-		if g.list(ctx, f, ReadConfigMaps, &cms, inNS, client.HasLabels{components.InstallStrategyLabel}) {
+		if g.list(ctx, f, ReadConfigMaps, &cms, inNS, client.HasLabels{vocab.InstallStrategyLabel}) {
 			for i := range cms.Items {
 				f.Strategies = append(f.Strategies, strategyFacts(&cms.Items[i]))
 			}
@@ -284,9 +284,9 @@ func (g *Gatherer) gatherWorkloads(ctx context.Context, f *Facts) {
 func strategyFacts(cm *corev1.ConfigMap) StrategyFacts {
 	sf := StrategyFacts{
 		Name:    cm.Name,
-		ID:      cm.Annotations[components.InstallStrategyIdentifierAnnotation],
-		Version: cm.Annotations[components.InstallStrategyVersionAnnotation],
-		Virtop:  cm.Labels[components.ManagedByLabel] == components.ManagedByValue,
+		ID:      cm.Annotations[vocab.InstallStrategyIdentifierAnnotation],
+		Version: cm.Annotations[vocab.InstallStrategyVersionAnnotation],
+		Virtop:  cm.Labels[vocab.ManagedByLabel] == vocab.ManagedByValue,
 		Created: cm.CreationTimestamp.Time,
 		Kinds:   map[string]int{},
 	}

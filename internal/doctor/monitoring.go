@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/virtop-dev/virtop/internal/components"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Links of the metrics path, as the verdict names them.
@@ -114,8 +114,8 @@ func checkMetricsService(f *Facts) Check {
 	s := f.MetricsService
 	if s == nil {
 		c.Status = Fail
-		c.Evidence = fmt.Sprintf("Service %s does not exist in %s: Prometheus has nothing to discover.", components.PrometheusServiceName, f.Where.Namespace)
-		c.Hint = f.kubectlNS("get services -l %s=%s", components.PrometheusLabel, components.PrometheusLabelValue)
+		c.Evidence = fmt.Sprintf("Service %s does not exist in %s: Prometheus has nothing to discover.", vocab.PrometheusServiceName, f.Where.Namespace)
+		c.Hint = f.kubectlNS("get services -l %s=%s", vocab.PrometheusLabel, vocab.PrometheusLabelValue)
 		return c
 	}
 	var problems []string
@@ -128,8 +128,8 @@ func checkMetricsService(f *Facts) Check {
 	if !hasPort {
 		problems = append(problems, "it has no port named metrics (the ServiceMonitor scrapes port metrics)")
 	}
-	if s.Spec.Selector[components.PrometheusLabel] != components.PrometheusLabelValue {
-		problems = append(problems, fmt.Sprintf("its selector %s does not select pods labelled %s=%s", describeLabels(s.Spec.Selector), components.PrometheusLabel, components.PrometheusLabelValue))
+	if s.Spec.Selector[vocab.PrometheusLabel] != vocab.PrometheusLabelValue {
+		problems = append(problems, fmt.Sprintf("its selector %s does not select pods labelled %s=%s", describeLabels(s.Spec.Selector), vocab.PrometheusLabel, vocab.PrometheusLabelValue))
 	}
 	if len(problems) > 0 {
 		c.Status = Fail
@@ -138,7 +138,7 @@ func checkMetricsService(f *Facts) Check {
 		return c
 	}
 	c.Status = OK
-	c.Evidence = fmt.Sprintf("Service %s selects %s=%s on port metrics.", s.Name, components.PrometheusLabel, components.PrometheusLabelValue)
+	c.Evidence = fmt.Sprintf("Service %s selects %s=%s on port metrics.", s.Name, vocab.PrometheusLabel, vocab.PrometheusLabelValue)
 	return c
 }
 
@@ -148,7 +148,7 @@ func (f *Facts) scrapedPods() []*corev1.Pod {
 	var out []*corev1.Pod
 	for i := range f.Pods {
 		p := &f.Pods[i]
-		if p.Labels[components.PrometheusLabel] == components.PrometheusLabelValue && podReady(p) {
+		if p.Labels[vocab.PrometheusLabel] == vocab.PrometheusLabelValue && podReady(p) {
 			out = append(out, p)
 		}
 	}
@@ -169,12 +169,12 @@ func checkEndpointSlices(f *Facts) Check {
 		c.Evidence = "skipped: no metrics Service."
 		return c
 	}
-	hint := f.kubectlNS("get endpointslices.discovery.k8s.io -l kubernetes.io/service-name=%s -o wide", components.PrometheusServiceName)
+	hint := f.kubectlNS("get endpointslices.discovery.k8s.io -l kubernetes.io/service-name=%s -o wide", vocab.PrometheusServiceName)
 	if len(f.EndpointSlices) == 0 {
 		c.Status = Fail
-		c.Evidence = fmt.Sprintf("Service %s has no EndpointSlices: Prometheus finds no target.", components.PrometheusServiceName)
+		c.Evidence = fmt.Sprintf("Service %s has no EndpointSlices: Prometheus finds no target.", vocab.PrometheusServiceName)
 		if n := len(f.scrapedPods()); n > 0 {
-			c.Evidence += fmt.Sprintf(" %d ready pods carry %s=%s.", n, components.PrometheusLabel, components.PrometheusLabelValue)
+			c.Evidence += fmt.Sprintf(" %d ready pods carry %s=%s.", n, vocab.PrometheusLabel, vocab.PrometheusLabelValue)
 		}
 		c.Hint = hint
 		return c
@@ -204,13 +204,13 @@ func checkEndpointSlices(f *Facts) Check {
 	}
 	if withPort == 0 {
 		c.Status = Fail
-		c.Evidence = fmt.Sprintf("%d EndpointSlices of %s, none with port metrics.", len(f.EndpointSlices), components.PrometheusServiceName)
+		c.Evidence = fmt.Sprintf("%d EndpointSlices of %s, none with port metrics.", len(f.EndpointSlices), vocab.PrometheusServiceName)
 		c.Hint = hint
 		return c
 	}
 	if readyCount == 0 {
 		c.Status = Fail
-		c.Evidence = fmt.Sprintf("the EndpointSlices of %s have no ready endpoint on port metrics.", components.PrometheusServiceName)
+		c.Evidence = fmt.Sprintf("the EndpointSlices of %s have no ready endpoint on port metrics.", vocab.PrometheusServiceName)
 		c.Hint = hint
 		return c
 	}
@@ -227,7 +227,7 @@ func checkEndpointSlices(f *Facts) Check {
 		return c
 	}
 	c.Status = OK
-	c.Evidence = fmt.Sprintf("%d ready endpoints on port metrics, covering every ready pod labelled %s=%s.", readyCount, components.PrometheusLabel, components.PrometheusLabelValue)
+	c.Evidence = fmt.Sprintf("%d ready endpoints on port metrics, covering every ready pod labelled %s=%s.", readyCount, vocab.PrometheusLabel, vocab.PrometheusLabelValue)
 	return c
 }
 
@@ -246,7 +246,7 @@ func (f *Facts) kubevirtServiceMonitors() []*monitoringv1.ServiceMonitor {
 			if ok, _ := selectorMatch(&sm.Spec.Selector, f.MetricsService.Labels); !ok {
 				continue
 			}
-		} else if sm.Name != components.ServiceMonitorName {
+		} else if sm.Name != vocab.ServiceMonitorName {
 			continue
 		}
 		out = append(out, sm)
@@ -274,20 +274,20 @@ func checkServiceMonitor(f *Facts) Check {
 		return c
 	}
 	sms := f.kubevirtServiceMonitors()
-	hint := f.kubectl("get servicemonitors.monitoring.coreos.com -A -l %s=%s --show-labels", components.PrometheusLabel, components.PrometheusLabelValue)
+	hint := f.kubectl("get servicemonitors.monitoring.coreos.com -A -l %s=%s --show-labels", vocab.PrometheusLabel, vocab.PrometheusLabelValue)
 	if len(sms) == 0 {
 		c.Status = Fail
-		c.Evidence = fmt.Sprintf("no ServiceMonitor targets Service %s in %s", components.PrometheusServiceName, f.Where.Namespace)
+		c.Evidence = fmt.Sprintf("no ServiceMonitor targets Service %s in %s", vocab.PrometheusServiceName, f.Where.Namespace)
 		var named []string
 		for i := range f.ServiceMonitors {
-			if f.ServiceMonitors[i].Name == components.ServiceMonitorName {
+			if f.ServiceMonitors[i].Name == vocab.ServiceMonitorName {
 				named = append(named, f.ServiceMonitors[i].Namespace+"/"+f.ServiceMonitors[i].Name)
 			}
 		}
 		if len(named) > 0 {
 			c.Evidence += fmt.Sprintf(" (%s exists but its selector or namespaceSelector misses the Service)", strings.Join(named, ", "))
 		} else {
-			c.Evidence += fmt.Sprintf(" (ServiceMonitor %s exists in no namespace)", components.ServiceMonitorName)
+			c.Evidence += fmt.Sprintf(" (ServiceMonitor %s exists in no namespace)", vocab.ServiceMonitorName)
 		}
 		c.Evidence += "."
 		c.Hint = hint
@@ -540,7 +540,7 @@ func checkNetworkPolicy(f *Facts) Check {
 	if len(targets) == 0 {
 		// Unready pods still tell which policies select the components.
 		for i := range f.Pods {
-			if f.Pods[i].Labels[components.PrometheusLabel] == components.PrometheusLabelValue {
+			if f.Pods[i].Labels[vocab.PrometheusLabel] == vocab.PrometheusLabelValue {
 				targets = append(targets, &f.Pods[i])
 			}
 		}
@@ -680,7 +680,7 @@ func (f *Facts) kubevirtRules() []*metav1.PartialObjectMetadata {
 	var out []*metav1.PartialObjectMetadata
 	for i := range f.PrometheusRules {
 		r := &f.PrometheusRules[i]
-		if r.Name == components.PrometheusRuleName || r.Labels[components.PrometheusLabel] == components.PrometheusLabelValue {
+		if r.Name == vocab.PrometheusRuleName || r.Labels[vocab.PrometheusLabel] == vocab.PrometheusLabelValue {
 			out = append(out, r)
 		}
 	}
@@ -695,8 +695,8 @@ func checkPrometheusRule(f *Facts) Check {
 	rules := f.kubevirtRules()
 	if len(rules) == 0 {
 		c.Status = Fail
-		c.Evidence = fmt.Sprintf("PrometheusRule %s exists in no namespace: no KubeVirt alert can fire.", components.PrometheusRuleName)
-		c.Hint = f.kubectl("get prometheusrules.monitoring.coreos.com -A -l %s=%s --show-labels", components.PrometheusLabel, components.PrometheusLabelValue)
+		c.Evidence = fmt.Sprintf("PrometheusRule %s exists in no namespace: no KubeVirt alert can fire.", vocab.PrometheusRuleName)
+		c.Hint = f.kubectl("get prometheusrules.monitoring.coreos.com -A -l %s=%s --show-labels", vocab.PrometheusLabel, vocab.PrometheusLabelValue)
 		return c
 	}
 	var names []string

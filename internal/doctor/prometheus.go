@@ -11,9 +11,9 @@ import (
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/monitoring/metrics"
 	"github.com/virtop-dev/virtop/internal/monitoring/rules"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // kubevirtAlertNames is every alert of every rule set virtop knows
@@ -165,7 +165,7 @@ func (f *Facts) promUnreachable(c Check) (Check, bool) {
 
 // componentOf maps a pod name to its component.
 func componentOf(pod string) string {
-	for _, c := range []string{components.VirtAPI, components.VirtController, components.VirtHandler, components.VirtOperator, components.VirtExportProxy} {
+	for _, c := range []string{vocab.VirtAPI, vocab.VirtController, vocab.VirtHandler, vocab.VirtOperator, vocab.VirtExportProxy} {
 		if strings.HasPrefix(pod, c+"-") {
 			return c
 		}
@@ -197,7 +197,7 @@ func checkPromTarget(f *Facts) Check {
 		c.Status = Fail
 		c.Evidence = fmt.Sprintf("Prometheus has no %s series: it has no KubeVirt scrape target", promQL)
 		if len(readyPods) > 0 {
-			c.Evidence += fmt.Sprintf(", while %d pods labelled %s=%s are ready (target absent while pods ready)", len(readyPods), components.PrometheusLabel, components.PrometheusLabelValue)
+			c.Evidence += fmt.Sprintf(", while %d pods labelled %s=%s are ready (target absent while pods ready)", len(readyPods), vocab.PrometheusLabel, vocab.PrometheusLabelValue)
 		}
 		c.Evidence += ". KubeVirt alerts built on up (VirtAPIDown, VirtControllerDown, KubeVirtControlPlaneDown...) report this as an outage."
 		c.Hint = "open " + strings.TrimSuffix(pf.URL, "/") + "/targets and search for " + metrics.KubeVirtJob
@@ -237,7 +237,7 @@ func checkPromTarget(f *Facts) Check {
 		c.Status = Fail
 		c.Link = "target labels (namespace, pod) dropped by relabelling"
 		c.Evidence = fmt.Sprintf("%d KubeVirt up series lack the namespace or pod label the rules match on (%s): a relabelling drops them (kubevirt#5383).", len(noLabels), strings.Join(noLabels, ", "))
-		c.Hint = f.kubectl("get servicemonitors.monitoring.coreos.com -A -l %s=%s -o yaml", components.PrometheusLabel, components.PrometheusLabelValue)
+		c.Hint = f.kubectl("get servicemonitors.monitoring.coreos.com -A -l %s=%s -o yaml", vocab.PrometheusLabel, vocab.PrometheusLabelValue)
 	case len(down) > 0 || len(missing) > 0:
 		c.Status = Warn
 		var parts []string
@@ -258,8 +258,8 @@ func checkPromTarget(f *Facts) Check {
 
 // keyMetrics are gauges a healthy component always exposes.
 var keyMetrics = map[string]string{
-	components.VirtController: "kubevirt_virt_controller_ready_status",
-	components.VirtOperator:   "kubevirt_virt_operator_ready_status",
+	vocab.VirtController: "kubevirt_virt_controller_ready_status",
+	vocab.VirtOperator:   "kubevirt_virt_operator_ready_status",
 }
 
 func checkPromMetrics(f *Facts) Check {
@@ -294,7 +294,7 @@ func checkPromMetrics(f *Facts) Check {
 		byComp[componentOf(pod)] += n
 	}
 	var parts, missing []string
-	for _, comp := range []string{components.VirtAPI, components.VirtController, components.VirtHandler, components.VirtOperator} {
+	for _, comp := range []string{vocab.VirtAPI, vocab.VirtController, vocab.VirtHandler, vocab.VirtOperator} {
 		if byComp[comp] > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d series", comp, byComp[comp]))
 		} else if f.readyCount(comp) > 0 {
@@ -366,7 +366,7 @@ func checkPromRules(f *Facts) Check {
 	if len(loaded) == 0 {
 		c.Status = Fail
 		c.Evidence = fmt.Sprintf("Prometheus has loaded none of KubeVirt's rules (%d rule groups loaded, none with KubeVirt alerts): no KubeVirt alert can fire.", len(pf.Rules))
-		c.Hint = f.kubectl("get prometheusrules.monitoring.coreos.com -A -l %s=%s --show-labels", components.PrometheusLabel, components.PrometheusLabelValue)
+		c.Hint = f.kubectl("get prometheusrules.monitoring.coreos.com -A -l %s=%s --show-labels", vocab.PrometheusLabel, vocab.PrometheusLabelValue)
 		return c
 	}
 	alerts := 0

@@ -43,13 +43,13 @@ import (
 	"github.com/virtop-dev/virtop/internal/apply"
 	"github.com/virtop-dev/virtop/internal/capability"
 	"github.com/virtop-dev/virtop/internal/catalog"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/controller"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
 	"github.com/virtop-dev/virtop/internal/strategyjob"
 	"github.com/virtop-dev/virtop/internal/version"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	kvwebhook "github.com/virtop-dev/virtop/internal/webhook"
 )
 
@@ -87,10 +87,6 @@ type Options struct {
 // webhookCertValidity bounds the self-signed certificate of a host-process
 // operator; it lives as long as the process.
 const webhookCertValidity = 365 * 24 * time.Hour
-
-// LeaseName is the leader-election Lease, as upstream's operator names it,
-// so an upstream operator and virtop never lead at the same time.
-const LeaseName = "virt-operator"
 
 // Leader election rides out an API server outage of about a minute: the
 // leader keeps retrying to renew for 75 seconds before it gives up. A
@@ -149,7 +145,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	managed := labels.SelectorFromSet(labels.Set{components.ManagedByLabel: components.ManagedByValue})
+	managed := labels.SelectorFromSet(labels.Set{vocab.ManagedByLabel: vocab.ManagedByValue})
 	crdMeta := &metav1.PartialObjectMetadata{}
 	crdMeta.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
 	nodeMeta := &metav1.PartialObjectMetadata{}
@@ -189,7 +185,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
 		PprofBindAddress:              opts.PprofBindAddress,
 		LeaderElection:                opts.LeaderElect,
-		LeaderElectionID:              LeaseName,
+		LeaderElectionID:              vocab.OperatorLeaseName,
 		LeaderElectionNamespace:       opts.Namespace,
 		LeaderElectionReleaseOnCancel: true,
 		LeaseDuration:                 &leaseDuration,
@@ -302,7 +298,7 @@ func toKubeVirt(mgr manager.Manager, namespace string) handler.EventHandler {
 // Each runs in a cache of its own, started and stopped by the capability
 // reader as the APIs come and go, so the manager never needs the CRDs.
 func optionalWatches(mgr manager.Manager, namespace string) *capability.Watches {
-	managed := labels.SelectorFromSet(labels.Set{components.ManagedByLabel: components.ManagedByValue})
+	managed := labels.SelectorFromSet(labels.Set{vocab.ManagedByLabel: vocab.ManagedByValue})
 	drift := predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{})
 	return &capability.Watches{
 		Config:  mgr.GetConfig(),
@@ -422,7 +418,7 @@ func webhookServerOptions(opts Options) (webhookSetup, error) {
 	}
 	out := webhookSetup{enabled: true, server: webhook.Options{Host: host, Port: port}}
 	if opts.WebhookURLHost == "" {
-		out.secret = &kvwebhook.SecretCertificate{Key: types.NamespacedName{Namespace: opts.Namespace, Name: components.VirtOperatorCertSecretName}}
+		out.secret = &kvwebhook.SecretCertificate{Key: types.NamespacedName{Namespace: opts.Namespace, Name: vocab.VirtOperatorCertSecretName}}
 		out.server.TLSOpts = kvwebhook.TLSOptions(out.secret.GetCertificate)
 		return out, nil
 	}

@@ -17,11 +17,11 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Capabilities is what the live cluster offers, as far as gates go.
@@ -129,7 +129,7 @@ func sizeDeployment(d *appsv1.Deployment, cfg *config.DeploymentConfig, caps Cap
 	if cfg.Infra.Replicas != nil || patchesReplicas(cfg, d.Name) {
 		return
 	}
-	if d.Name == components.VirtAPI {
+	if d.Name == vocab.VirtAPI {
 		d.Spec.Replicas = ptr.To(APIReplicas(caps.Nodes))
 	}
 }

@@ -21,18 +21,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
-// ConfigMap layout, shared with upstream KubeVirt.
-const (
-	ConfigMapNamePrefix   = "kubevirt-install-strategy-"
-	ManifestsKey          = "manifests"
-	EncodingAnnotation    = "kubevirt.io/install-strategy-cm-encoding"
-	EncodingGzipBase64    = "gzip+base64"
-	maxDecodedManifestLen = 64 << 20 // refuse to inflate more than 64 MiB
-)
+// maxDecodedManifestLen bounds what a strategy ConfigMap may inflate to.
+const maxDecodedManifestLen = 64 << 20 // 64 MiB
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 
@@ -72,7 +66,7 @@ func ConfigMapName(id string) string {
 	if len(id) > 10 {
 		id = id[:10]
 	}
-	return ConfigMapNamePrefix + id
+	return vocab.InstallStrategyConfigMapPrefix + id
 }
 
 // ConfigMap encodes the strategy into its ConfigMap in namespace: the
@@ -99,17 +93,17 @@ func (s *Strategy) ConfigMap(namespace string) (*corev1.ConfigMap, error) {
 			Name:      ConfigMapName(s.ID),
 			Namespace: namespace,
 			Labels: map[string]string{
-				components.InstallStrategyLabel: "",
-				components.ManagedByLabel:       components.ManagedByValue,
+				vocab.InstallStrategyLabel: "",
+				vocab.ManagedByLabel:       vocab.ManagedByValue,
 			},
 			Annotations: map[string]string{
-				components.InstallStrategyVersionAnnotation:    s.Version,
-				components.InstallStrategyRegistryAnnotation:   s.Registry,
-				components.InstallStrategyIdentifierAnnotation: s.ID,
-				EncodingAnnotation:                             EncodingGzipBase64,
+				vocab.InstallStrategyVersionAnnotation:    s.Version,
+				vocab.InstallStrategyRegistryAnnotation:   s.Registry,
+				vocab.InstallStrategyIdentifierAnnotation: s.ID,
+				vocab.InstallStrategyEncodingAnnotation:   vocab.InstallStrategyEncodingGzipBase64,
 			},
 		},
-		Data: map[string]string{ManifestsKey: base64.StdEncoding.EncodeToString(gz.Bytes())},
+		Data: map[string]string{vocab.ManifestsKey: base64.StdEncoding.EncodeToString(gz.Bytes())},
 	}, nil
 }
 
@@ -117,15 +111,15 @@ func (s *Strategy) ConfigMap(namespace string) (*corev1.ConfigMap, error) {
 // KubeVirt's operator. Corrupt, truncated or foreign data gives an error,
 // never a panic.
 func FromConfigMap(cm *corev1.ConfigMap) (*Strategy, error) {
-	if _, ok := cm.Labels[components.InstallStrategyLabel]; !ok {
-		return nil, fmt.Errorf("ConfigMap %s/%s is not an install strategy (no %s label)", cm.Namespace, cm.Name, components.InstallStrategyLabel)
+	if _, ok := cm.Labels[vocab.InstallStrategyLabel]; !ok {
+		return nil, fmt.Errorf("ConfigMap %s/%s is not an install strategy (no %s label)", cm.Namespace, cm.Name, vocab.InstallStrategyLabel)
 	}
-	data, ok := cm.Data[ManifestsKey]
+	data, ok := cm.Data[vocab.ManifestsKey]
 	if !ok {
-		return nil, fmt.Errorf("ConfigMap %s/%s has no %q key", cm.Namespace, cm.Name, ManifestsKey)
+		return nil, fmt.Errorf("ConfigMap %s/%s has no %q key", cm.Namespace, cm.Name, vocab.ManifestsKey)
 	}
 	raw := []byte(data)
-	if _, encoded := cm.Annotations[EncodingAnnotation]; encoded {
+	if _, encoded := cm.Annotations[vocab.InstallStrategyEncodingAnnotation]; encoded {
 		// Upstream decodes whenever the annotation is present, whatever its
 		// value; so do we.
 		var err error
@@ -139,9 +133,9 @@ func FromConfigMap(cm *corev1.ConfigMap) (*Strategy, error) {
 		return nil, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
 	}
 	return &Strategy{
-		Version:  cm.Annotations[components.InstallStrategyVersionAnnotation],
-		Registry: cm.Annotations[components.InstallStrategyRegistryAnnotation],
-		ID:       cm.Annotations[components.InstallStrategyIdentifierAnnotation],
+		Version:  cm.Annotations[vocab.InstallStrategyVersionAnnotation],
+		Registry: cm.Annotations[vocab.InstallStrategyRegistryAnnotation],
+		ID:       cm.Annotations[vocab.InstallStrategyIdentifierAnnotation],
 		Objects:  objs,
 	}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Strategy is every object of a KubeVirt control plane for one deployment
@@ -33,14 +34,9 @@ type Strategy struct {
 	Objects []client.Object
 }
 
-// Labels and values stamped on every object.
-const (
-	ComponentLabel = "app.kubernetes.io/component"
-	PartOfLabel    = "app.kubernetes.io/part-of"
-	VersionLabel   = "app.kubernetes.io/version"
-	// DefaultComponent is the component label when productComponent is unset.
-	DefaultComponent = "kubevirt"
-)
+// DefaultComponent is the component label (vocab.AppComponentLabel) when
+// productComponent is unset.
+const DefaultComponent = "kubevirt"
 
 // Generate renders the strategy of a config. The version must be in the
 // builtin catalog; others are rendered by the dump-install-strategy Job of a
@@ -90,20 +86,20 @@ func stampMetadata(o client.Object, cfg *config.DeploymentConfig) {
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[components.ManagedByLabel] = components.ManagedByValue
-	labels[ComponentLabel] = cmp.Or(cfg.ProductComponent, DefaultComponent)
-	labels[VersionLabel] = cmp.Or(cfg.ProductVersion, cfg.Version)
+	labels[vocab.ManagedByLabel] = vocab.ManagedByValue
+	labels[vocab.AppComponentLabel] = cmp.Or(cfg.ProductComponent, DefaultComponent)
+	labels[vocab.AppVersionLabel] = cmp.Or(cfg.ProductVersion, cfg.Version)
 	if cfg.ProductName != "" {
-		labels[PartOfLabel] = cfg.ProductName
+		labels[vocab.AppPartOfLabel] = cfg.ProductName
 	}
 	o.SetLabels(labels)
 	ann := o.GetAnnotations()
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[components.InstallStrategyVersionAnnotation] = cfg.Version
-	ann[components.InstallStrategyRegistryAnnotation] = cfg.Registry
-	ann[components.InstallStrategyIdentifierAnnotation] = cfg.ID
+	ann[vocab.InstallStrategyVersionAnnotation] = cfg.Version
+	ann[vocab.InstallStrategyRegistryAnnotation] = cfg.Registry
+	ann[vocab.InstallStrategyIdentifierAnnotation] = cfg.ID
 	o.SetAnnotations(ann)
 }
 

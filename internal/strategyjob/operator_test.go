@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/controller"
 	"github.com/virtop-dev/virtop/internal/localcluster"
 	"github.com/virtop-dev/virtop/internal/operator"
@@ -28,6 +27,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategyjob"
 	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // The virtop binary, built once for the tests that run it as a host
@@ -143,7 +143,7 @@ func TestOperatorInstallsVersionOutsideItsCatalog(t *testing.T) {
 	var job *batchv1.Job
 	wait(t, "the strategy Job", time.Minute, func() (bool, string) {
 		var jobs batchv1.JobList
-		if err := c.List(ctx, &jobs, client.InNamespace(ns), client.HasLabels{components.InstallStrategyLabel}); err != nil {
+		if err := c.List(ctx, &jobs, client.InNamespace(ns), client.HasLabels{vocab.InstallStrategyLabel}); err != nil {
 			return false, err.Error()
 		}
 		if len(jobs.Items) != 1 {
@@ -162,7 +162,7 @@ func TestOperatorInstallsVersionOutsideItsCatalog(t *testing.T) {
 		p := condition(kv, kvv1.KubeVirtConditionProgressing)
 		return p.Reason == controller.ReasonStrategyPending && strings.Contains(p.Message, job.Name), fmt.Sprintf("Progressing %s %s: %s", p.Status, p.Reason, p.Message)
 	})
-	if id := job.Annotations[components.InstallStrategyIdentifierAnnotation]; id != kv.Status.TargetDeploymentID {
+	if id := job.Annotations[vocab.InstallStrategyIdentifierAnnotation]; id != kv.Status.TargetDeploymentID {
 		t.Errorf("Job for deployment %s, target %s", id, kv.Status.TargetDeploymentID)
 	}
 
@@ -206,7 +206,7 @@ func TestOperatorInstallsVersionOutsideItsCatalog(t *testing.T) {
 		if img := d.Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":v1.5.3") {
 			t.Errorf("Deployment %s runs %s, want v1.5.3", name, img)
 		}
-		if v := d.Labels[strategy.VersionLabel]; v != "v1.5.3" {
+		if v := d.Labels[vocab.AppVersionLabel]; v != "v1.5.3" {
 			t.Errorf("Deployment %s labelled version %q", name, v)
 		}
 	}

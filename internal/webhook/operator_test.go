@@ -14,10 +14,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/localcluster"
 	"github.com/virtop-dev/virtop/internal/operator"
 	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // fakeReadiness plays kube-controller-manager for the namespace: every
@@ -81,7 +81,7 @@ func TestOperatorServesWebhookByURL(t *testing.T) {
 		}
 		// Whatever the test left, no webhook of this operator may outlive it.
 		vwc := &admissionv1.ValidatingWebhookConfiguration{}
-		vwc.Name = components.OperatorValidatingWebhookName
+		vwc.Name = vocab.OperatorValidatingWebhookName
 		_ = c.Delete(context.Background(), vwc)
 	})
 
@@ -97,7 +97,7 @@ func TestOperatorServesWebhookByURL(t *testing.T) {
 
 	eventually(t, "virt-operator-validator registered by URL", func() (bool, string) {
 		vwc := &admissionv1.ValidatingWebhookConfiguration{}
-		if err := c.Get(ctx, types.NamespacedName{Name: components.OperatorValidatingWebhookName}, vwc); err != nil {
+		if err := c.Get(ctx, types.NamespacedName{Name: vocab.OperatorValidatingWebhookName}, vwc); err != nil {
 			return false, err.Error()
 		}
 		if len(vwc.Webhooks) != 3 {

@@ -27,11 +27,11 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/internal/webhook"
 )
 
@@ -151,14 +151,14 @@ func serve(t *testing.T, env *testenv.Env, ns string) {
 
 	var vwc *admissionv1.ValidatingWebhookConfiguration
 	for _, o := range render(t, ns).Objects {
-		if o.GetName() == components.OperatorValidatingWebhookName {
+		if o.GetName() == vocab.OperatorValidatingWebhookName {
 			vwc = webhook.RewriteForURL(o, host, ca).(*admissionv1.ValidatingWebhookConfiguration)
 		}
 	}
 	if vwc == nil {
 		t.Fatal("the strategy has no virt-operator-validator")
 	}
-	vwc.Name = components.OperatorValidatingWebhookName + "-" + ns
+	vwc.Name = vocab.OperatorValidatingWebhookName + "-" + ns
 	for i := range vwc.Webhooks {
 		if *vwc.Webhooks[i].FailurePolicy != admissionv1.Fail {
 			t.Fatalf("webhook %s: failurePolicy %s, want the strategy's Fail", vwc.Webhooks[i].Name, *vwc.Webhooks[i].FailurePolicy)
@@ -313,7 +313,7 @@ func TestSecretCertificate(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := context.Background()
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: components.VirtOperatorCertSecretName, Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: vocab.VirtOperatorCertSecretName, Namespace: ns},
 		Type:       corev1.SecretTypeTLS,
 		Data:       map[string][]byte{corev1.TLSCertKey: nil, corev1.TLSPrivateKeyKey: nil},
 	}

@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Finding is one strategy ConfigMap that lacks monitoring objects although
@@ -66,7 +66,7 @@ func FindStrategiesMissingMonitoring(ctx context.Context, r client.Reader, names
 	sort.Strings(names)
 
 	var cms corev1.ConfigMapList
-	if err := r.List(ctx, &cms, client.InNamespace(namespace), client.HasLabels{components.InstallStrategyLabel}); err != nil {
+	if err := r.List(ctx, &cms, client.InNamespace(namespace), client.HasLabels{vocab.InstallStrategyLabel}); err != nil {
 		return nil, fmt.Errorf("list install strategy ConfigMaps in %s: %w", namespace, err)
 	}
 	var out []Finding
@@ -84,11 +84,11 @@ func check(cm *corev1.ConfigMap, prometheuses []string) (Finding, bool) {
 	f := Finding{
 		ConfigMap:    types.NamespacedName{Namespace: cm.Namespace, Name: cm.Name},
 		Owner:        "upstream",
-		Version:      cm.Annotations[components.InstallStrategyVersionAnnotation],
-		ID:           cm.Annotations[components.InstallStrategyIdentifierAnnotation],
+		Version:      cm.Annotations[vocab.InstallStrategyVersionAnnotation],
+		ID:           cm.Annotations[vocab.InstallStrategyIdentifierAnnotation],
 		Prometheuses: prometheuses,
 	}
-	if cm.Labels[components.ManagedByLabel] == components.ManagedByValue {
+	if cm.Labels[vocab.ManagedByLabel] == vocab.ManagedByValue {
 		f.Owner = "virtop"
 	}
 	st, err := strategy.FromConfigMap(cm)

@@ -13,10 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func configMaps(t *testing.T) (full, withoutMonitoring *corev1.ConfigMap) {
@@ -48,7 +48,7 @@ func configMaps(t *testing.T) (full, withoutMonitoring *corev1.ConfigMap) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	delete(withoutMonitoring.Labels, components.ManagedByLabel)
+	delete(withoutMonitoring.Labels, vocab.ManagedByLabel)
 	return full, withoutMonitoring
 }
 

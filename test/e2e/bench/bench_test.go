@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/devcluster"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -305,11 +305,11 @@ func prometheusLate(t *testing.T, env *framework.Env, c client.Client, runs int)
 			t.Fatal(err)
 		}
 		poll("ServiceMonitor and PrometheusRule selected by the Prometheus", func() (bool, error) {
-			sm, err := monitoringObject(ctx, c, serviceMonitors, devcluster.MonitoringNamespace, components.ServiceMonitorName)
+			sm, err := monitoringObject(ctx, c, serviceMonitors, devcluster.MonitoringNamespace, vocab.ServiceMonitorName)
 			if err != nil || sm["release"] != devcluster.PrometheusRelease {
 				return false, err
 			}
-			pr, err := monitoringObject(ctx, c, prometheusRules, devcluster.InstallNamespace, components.PrometheusRuleName)
+			pr, err := monitoringObject(ctx, c, prometheusRules, devcluster.InstallNamespace, vocab.PrometheusRuleName)
 			if err != nil || pr["release"] != devcluster.PrometheusRelease {
 				return false, err
 			}
@@ -325,9 +325,9 @@ func prometheusLate(t *testing.T, env *framework.Env, c client.Client, runs int)
 
 func name(gvk schema.GroupVersionKind) string {
 	if gvk.Kind == "ServiceMonitor" {
-		return components.ServiceMonitorName
+		return vocab.ServiceMonitorName
 	}
-	return components.PrometheusRuleName
+	return vocab.PrometheusRuleName
 }
 
 // removeMonitoringStack deletes the Prometheus objects and the monitoring

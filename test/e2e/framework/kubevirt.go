@@ -14,10 +14,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/devcluster"
 	"github.com/virtop-dev/virtop/internal/localcluster"
 	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // HostOperatorArgs are the flags a host-process operator needs beside the
@@ -123,7 +123,7 @@ func ManagedResourceVersions(t testing.TB, c client.Client) map[string]string {
 		list := &unstructured.UnstructuredList{}
 		list.SetAPIVersion(gvk[0])
 		list.SetKind(gvk[1])
-		if err := c.List(context.Background(), list, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+		if err := c.List(context.Background(), list, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
 			t.Fatal(err)
 		}
 		for _, o := range list.Items {

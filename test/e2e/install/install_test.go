@@ -29,11 +29,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/apply"
 	"github.com/virtop-dev/virtop/internal/devcluster"
 	"github.com/virtop-dev/virtop/internal/localcluster"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/toolpaths"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -260,7 +260,7 @@ func TestReleaseManifestsInstall(t *testing.T) {
 	for _, obj := range manifest {
 		live := get(t, c, obj)
 		for _, mf := range live.GetManagedFields() {
-			if mf.Manager == apply.FieldManager {
+			if mf.Manager == vocab.FieldManager {
 				t.Errorf("%s %s has fields managed by %q (%s)", obj.GetKind(), obj.GetName(), mf.Manager, mf.Operation)
 			}
 		}

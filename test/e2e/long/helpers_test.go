@@ -24,12 +24,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/devcluster"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -209,7 +209,7 @@ func listManaged(ctx context.Context, c client.Client) (map[string]liveObject, e
 		list := &unstructured.UnstructuredList{}
 		list.SetAPIVersion(gvk[0])
 		list.SetKind(gvk[1])
-		err := c.List(ctx, list, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue})
+		err := c.List(ctx, list, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue})
 		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
 			continue
 		}
@@ -322,7 +322,7 @@ func checkStray(live map[string]liveObject, installNS string, wants []*want, pre
 	byKindName := map[string][]string{}
 	workloads := map[string][]string{}
 	for k, o := range live {
-		if _, isStrategy := o.labels[components.InstallStrategyLabel]; isStrategy && o.kind == "ConfigMap" {
+		if _, isStrategy := o.labels[vocab.InstallStrategyLabel]; isStrategy && o.kind == "ConfigMap" {
 			if o.ns != installNS || !allowedCM[o.name] {
 				bad = append(bad, "stale strategy ConfigMap "+k)
 			}

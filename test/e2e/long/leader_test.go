@@ -12,8 +12,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/devcluster"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -44,10 +44,10 @@ func TestLeaderKilledMidRollout(t *testing.T) {
 	s.setVersion(toVersion)
 	framework.Eventually(t, "the leader to upgrade virt-handler and virt-controller", rolloutTimeout, func(ctx context.Context) (bool, error) {
 		h, c := &appsv1.DaemonSet{}, &appsv1.Deployment{}
-		if err := s.c.Get(ctx, types.NamespacedName{Namespace: devcluster.InstallNamespace, Name: components.VirtHandler}, h); err != nil {
+		if err := s.c.Get(ctx, types.NamespacedName{Namespace: devcluster.InstallNamespace, Name: vocab.VirtHandler}, h); err != nil {
 			return false, err
 		}
-		if err := s.c.Get(ctx, types.NamespacedName{Namespace: devcluster.InstallNamespace, Name: components.VirtController}, c); err != nil {
+		if err := s.c.Get(ctx, types.NamespacedName{Namespace: devcluster.InstallNamespace, Name: vocab.VirtController}, c); err != nil {
 			return false, err
 		}
 		hi, ci := h.Spec.Template.Spec.Containers[0].Image, c.Spec.Template.Spec.Containers[0].Image
@@ -57,7 +57,7 @@ func TestLeaderKilledMidRollout(t *testing.T) {
 		t.Fatal("the second replica leads too")
 	}
 	api := &appsv1.Deployment{}
-	if err := s.c.Get(context.Background(), types.NamespacedName{Namespace: devcluster.InstallNamespace, Name: components.VirtAPI}, api); err != nil {
+	if err := s.c.Get(context.Background(), types.NamespacedName{Namespace: devcluster.InstallNamespace, Name: vocab.VirtAPI}, api); err != nil {
 		t.Fatal(err)
 	}
 	if img := api.Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":"+fromVersion) {

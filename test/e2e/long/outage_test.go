@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/devcluster"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -44,7 +44,7 @@ func TestAPIServerStopped(t *testing.T) {
 		p := framework.KVCondition(kv, kvv1.KubeVirtConditionProgressing)
 		a := framework.KVCondition(kv, kvv1.KubeVirtConditionAvailable)
 		d := &appsv1.Deployment{}
-		err := s.c.Get(context.Background(), types.NamespacedName{Namespace: devcluster.InstallNamespace, Name: components.VirtAPI}, d)
+		err := s.c.Get(context.Background(), types.NamespacedName{Namespace: devcluster.InstallNamespace, Name: vocab.VirtAPI}, d)
 		return err == nil && p.Status == corev1.ConditionTrue && a.Status != corev1.ConditionTrue,
 			fmt.Sprintf("Progressing %s, Available %s, virt-api Deployment: %v", p.Status, a.Status, err)
 	})

@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/devcluster"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -31,7 +31,7 @@ func TestOwnerLabelsStripped(t *testing.T) {
 	op, _ := s.startSettledOperator()
 	s.converged(fromVersion)
 	for _, target := range []struct{ apiVersion, kind, ns, name string }{
-		{"apps/v1", "Deployment", devcluster.InstallNamespace, components.VirtAPI},
+		{"apps/v1", "Deployment", devcluster.InstallNamespace, vocab.VirtAPI},
 		{"rbac.authorization.k8s.io/v1", "ClusterRole", "", "kubevirt-controller"},
 	} {
 		ctx := context.Background()
@@ -42,16 +42,16 @@ func TestOwnerLabelsStripped(t *testing.T) {
 			t.Fatal(err)
 		}
 		uid := o.GetUID()
-		if o.GetLabels()[components.ManagedByLabel] != components.ManagedByValue {
-			t.Fatalf("%s %s is not labelled %s=%s to begin with", target.kind, target.name, components.ManagedByLabel, components.ManagedByValue)
+		if o.GetLabels()[vocab.ManagedByLabel] != vocab.ManagedByValue {
+			t.Fatalf("%s %s is not labelled %s=%s to begin with", target.kind, target.name, vocab.ManagedByLabel, vocab.ManagedByValue)
 		}
 		logBefore := op.LogSize()
 		stripped := time.Now()
-		patch := `[{"op":"remove","path":"/metadata/labels/` + strings.ReplaceAll(components.ManagedByLabel, "/", "~1") + `"}]`
+		patch := `[{"op":"remove","path":"/metadata/labels/` + strings.ReplaceAll(vocab.ManagedByLabel, "/", "~1") + `"}]`
 		if err := s.c.Patch(ctx, o, client.RawPatch(types.JSONPatchType, []byte(patch))); err != nil {
 			t.Fatalf("stripping the label of %s %s: %v", target.kind, target.name, err)
 		}
-		if _, still := o.GetLabels()[components.ManagedByLabel]; still {
+		if _, still := o.GetLabels()[vocab.ManagedByLabel]; still {
 			t.Fatalf("the patch left the label on %s %s", target.kind, target.name)
 		}
 		waitFor(t, fmt.Sprintf("the labels of %s %s back", target.kind, target.name), 2*time.Minute, func(ctx context.Context) (bool, error) {
@@ -63,7 +63,7 @@ func TestOwnerLabelsStripped(t *testing.T) {
 			if cur.GetUID() != uid {
 				t.Fatalf("%s %s was replaced (uid %s -> %s), not relabelled", target.kind, target.name, uid, cur.GetUID())
 			}
-			return cur.GetLabels()[components.ManagedByLabel] == components.ManagedByValue, fmt.Errorf("labels %v", cur.GetLabels())
+			return cur.GetLabels()[vocab.ManagedByLabel] == vocab.ManagedByValue, fmt.Errorf("labels %v", cur.GetLabels())
 		})
 		t.Logf("MEASURE owner label stripped from %s %s -> restored: %s", target.kind, target.name, time.Since(stripped).Round(100*time.Millisecond))
 		said := op.LogSince(logBefore)
@@ -115,7 +115,7 @@ func TestStrategyConfigMapTampered(t *testing.T) {
 				return err
 			}
 			base := cur.DeepCopy()
-			cur.Data[strategy.ManifestsKey] = "this is not gzip+base64 !!"
+			cur.Data[vocab.ManifestsKey] = "this is not gzip+base64 !!"
 			return s.c.Patch(ctx, cur, client.MergeFrom(base))
 		}},
 	} {
@@ -133,7 +133,7 @@ func TestStrategyConfigMapTampered(t *testing.T) {
 			if err != nil {
 				return false, err
 			}
-			if cur.Data[strategy.ManifestsKey] != orig.Data[strategy.ManifestsKey] {
+			if cur.Data[vocab.ManifestsKey] != orig.Data[vocab.ManifestsKey] {
 				return false, fmt.Errorf("manifests differ from what virtop stored")
 			}
 			if tc.what == "deleted" && cur.UID == orig.UID {

@@ -22,9 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/devcluster"
 	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -114,7 +114,7 @@ func TestUpPrometheusLate(t *testing.T) {
 	var sm *monitoringv1.ServiceMonitor
 	var rule *monitoringv1.PrometheusRule
 	framework.Eventually(t, "virtop's ServiceMonitor and PrometheusRule selected by the late Prometheus", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		byVirtop := client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}
+		byVirtop := client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}
 		sms := &monitoringv1.ServiceMonitorList{}
 		if err := c.List(ctx, sms, byVirtop); err != nil {
 			return false, err

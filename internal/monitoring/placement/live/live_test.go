@@ -30,7 +30,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/controller"
 	"github.com/virtop-dev/virtop/internal/localcluster"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
@@ -38,6 +37,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/operator/operatortest"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func TestMain(m *testing.M) {
@@ -252,7 +252,7 @@ var stampedLabels = []string{"release"}
 func readState(c client.Client, installNS string) (monitoringState, error) {
 	ctx := context.Background()
 	var st monitoringState
-	sel := client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}
+	sel := client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}
 	var sms monitoringv1.ServiceMonitorList
 	if err := c.List(ctx, &sms, sel); err != nil {
 		return st, err
@@ -282,7 +282,7 @@ func readState(c client.Client, installNS string) (monitoringState, error) {
 	}
 	st.RuleNamespace, st.RuleLabels = rules[0].Namespace, pick(rules[0].Labels)
 	rb := &rbacv1.RoleBinding{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: installNS, Name: components.MonitoringRBACName}, rb); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: installNS, Name: vocab.MonitoringRBACName}, rb); err != nil {
 		return st, err
 	}
 	st.Subjects = rb.Subjects
@@ -326,11 +326,11 @@ func selectedBy(t testing.TB, c client.Client, s stack, installNS string) {
 	t.Helper()
 	ctx := context.Background()
 	sm := &monitoringv1.ServiceMonitorList{}
-	if err := c.List(ctx, sm, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+	if err := c.List(ctx, sm, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
 		t.Fatal(err)
 	}
 	pr := &monitoringv1.PrometheusRuleList{}
-	if err := c.List(ctx, pr, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+	if err := c.List(ctx, pr, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
 		t.Fatal(err)
 	}
 	matches := func(sel, nsSel *metav1.LabelSelector, obj client.Object) bool {
@@ -386,7 +386,7 @@ func monitoringObjectsGone(c client.Client, installNS string) (bool, string) {
 		}
 	}
 	for _, o := range []client.Object{&rbacv1.Role{}, &rbacv1.RoleBinding{}} {
-		err := c.Get(ctx, client.ObjectKey{Namespace: installNS, Name: components.MonitoringRBACName}, o)
+		err := c.Get(ctx, client.ObjectKey{Namespace: installNS, Name: vocab.MonitoringRBACName}, o)
 		if !apierrors.IsNotFound(err) {
 			return false, fmt.Sprintf("%T kubevirt-monitoring still present (%v)", o, err)
 		}
@@ -672,7 +672,7 @@ func BenchmarkPrometheusToServiceMonitor(b *testing.B) {
 		s.create(b, c)
 		for {
 			sm := &monitoringv1.ServiceMonitor{}
-			err := c.Get(ctx, client.ObjectKey{Namespace: promNS, Name: components.ServiceMonitorName}, sm)
+			err := c.Get(ctx, client.ObjectKey{Namespace: promNS, Name: vocab.ServiceMonitorName}, sm)
 			if err == nil && sm.Labels["release"] == s.name[:len(s.name)-len("-kube-prometheus-prometheus")] {
 				break
 			}
@@ -689,7 +689,7 @@ func BenchmarkPrometheusToServiceMonitor(b *testing.B) {
 		s.delete(b, c)
 		// Wait until the ServiceMonitor went back to the install namespace.
 		wait(b, "ServiceMonitor back home", time.Minute, func() (bool, string) {
-			err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: components.ServiceMonitorName}, &monitoringv1.ServiceMonitor{})
+			err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: vocab.ServiceMonitorName}, &monitoringv1.ServiceMonitor{})
 			return err == nil, fmt.Sprint(err)
 		})
 		b.StartTimer()
