@@ -25,23 +25,11 @@ import (
 
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
+	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
-
-// PrometheusesAPI is prometheus-operator's Prometheus resource.
-var PrometheusesAPI = stage.API("monitoring.coreos.com", "v1", "prometheuses")
-
-// GatedAPIs are the optional API resources gates name, as
-// "group/version/resource".
-var GatedAPIs = []stage.Gate{
-	stage.ServiceMonitorsAPI,
-	stage.PrometheusRulesAPI,
-	PrometheusesAPI,
-	stage.SCCAPI,
-	stage.RouteAPI,
-}
 
 // Reader builds capability snapshots.
 type Reader struct {
@@ -79,7 +67,11 @@ type probeState struct {
 // Snapshot gathers the capabilities for a config.
 func (r *Reader) Snapshot(ctx context.Context, cfg *config.DeploymentConfig) (plan.Capabilities, error) {
 	caps := plan.Capabilities{APIs: map[string]bool{}}
-	for _, g := range GatedAPIs {
+	kinds, err := ownership.Get()
+	if err != nil {
+		return caps, err
+	}
+	for _, g := range kinds.GatedAPIs {
 		gv, resource, _ := g.IsAPI()
 		ok, err := r.apiServed(ctx, gv, resource)
 		if err != nil {
@@ -219,7 +211,7 @@ func (r *Reader) monitoringFacts(ctx context.Context, cfg *config.DeploymentConf
 	if !in.ServiceMonitorAPI && !in.PrometheusRuleAPI {
 		return in, nil
 	}
-	if apis[apiKey(PrometheusesAPI)] {
+	if apis[apiKey(stage.PrometheusesAPI)] {
 		proms, err := r.prometheuses(ctx)
 		if err != nil {
 			return nil, err
@@ -274,7 +266,7 @@ const OpenShiftMonitoringNamespace = "openshift-monitoring"
 func (r *Reader) prometheuses(ctx context.Context) ([]monitoringv1.Prometheus, error) {
 	var reader client.Reader = r.APIReader
 	if r.Watches != nil {
-		if c := r.Watches.Reader(PrometheusesAPI); c != nil {
+		if c := r.Watches.Reader(stage.PrometheusesAPI); c != nil {
 			reader = c
 		}
 	}

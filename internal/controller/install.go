@@ -21,6 +21,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/faultpoint"
+	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
@@ -302,34 +303,6 @@ func summarize(items []string) string {
 	return strings.Join(items, ", ")
 }
 
-// managedKinds are every kind virtop may have created, for pruning and
-// uninstall.
-var managedKinds = []schema.GroupVersionKind{
-	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingWebhookConfiguration"},
-	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "MutatingWebhookConfiguration"},
-	{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"},
-	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicyBinding"},
-	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicy"},
-	{Group: "apps", Version: "v1", Kind: "DaemonSet"},
-	{Group: "apps", Version: "v1", Kind: "Deployment"},
-	{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"},
-	{Group: "route.openshift.io", Version: "v1", Kind: "Route"},
-	{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"},
-	{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"},
-	{Group: "instancetype.kubevirt.io", Version: "v1beta1", Kind: "VirtualMachineClusterInstancetype"},
-	{Group: "instancetype.kubevirt.io", Version: "v1beta1", Kind: "VirtualMachineClusterPreference"},
-	{Version: "v1", Kind: "Service"},
-	{Version: "v1", Kind: "Secret"},
-	{Version: "v1", Kind: "ConfigMap"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"},
-	{Group: "security.openshift.io", Version: "v1", Kind: "SecurityContextConstraints"},
-	{Version: "v1", Kind: "ServiceAccount"},
-	{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
-}
-
 // listManaged lists the live objects of a kind that virtop manages for the
 // installation in installNS (cluster-scoped ones, and namespaced ones
 // labelled for that namespace or not labelled at all). A kind the cluster
@@ -369,8 +342,12 @@ func (r *Reconciler) prune(ctx context.Context, kv *kvv1.KubeVirt, p *plan.Plan)
 	for _, o := range p.Objects {
 		want[strategy.KeyOf(o)] = true
 	}
+	kinds, err := ownership.Get()
+	if err != nil {
+		return err
+	}
 	var errs []error
-	for _, gvk := range managedKinds {
+	for _, gvk := range kinds.Managed {
 		if gvk.Kind == "CustomResourceDefinition" {
 			continue
 		}

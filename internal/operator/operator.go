@@ -45,6 +45,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/controller"
+	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
 	"github.com/virtop-dev/virtop/internal/strategyjob"
@@ -101,30 +102,6 @@ var (
 	retryPeriod   = 10 * time.Second
 )
 
-// managedWatches are the kinds every cluster serves that virtop creates;
-// their events wake the reconciler. Optional kinds (monitoring, OpenShift,
-// instancetypes) are corrected on the next pass.
-var managedWatches = []schema.GroupVersionKind{
-	{Group: "apps", Version: "v1", Kind: "Deployment"},
-	{Group: "apps", Version: "v1", Kind: "DaemonSet"},
-	{Version: "v1", Kind: "Service"},
-	{Version: "v1", Kind: "ServiceAccount"},
-	{Version: "v1", Kind: "Secret"},
-	{Version: "v1", Kind: "ConfigMap"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"},
-	{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
-	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingWebhookConfiguration"},
-	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "MutatingWebhookConfiguration"},
-	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicy"},
-	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicyBinding"},
-	{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"},
-	{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"},
-	{Group: "batch", Version: "v1", Kind: "Job"},
-}
-
 // New builds the manager with the reconciler registered.
 func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if opts.Namespace == "" {
@@ -145,6 +122,10 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	kinds, err := ownership.Get()
+	if err != nil {
+		return nil, err
+	}
 	managed := labels.SelectorFromSet(labels.Set{vocab.ManagedByLabel: vocab.ManagedByValue})
 	crdMeta := &metav1.PartialObjectMetadata{}
 	crdMeta.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
@@ -162,7 +143,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		// API forever. They are read from the API server, only in passes
 		// that apply or prune them; their drift comes through the optional
 		// watches, which stop with the API.
-		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true, DisableFor: uncachedKinds()}},
+		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true, DisableFor: uncachedKinds(kinds)}},
 		Cache: cache.Options{
 			// Only what virtop created is cached, whatever the size of the
 			// cluster; the exceptions are listed.
@@ -204,10 +185,10 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err := mgr.Add(watches); err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(&informerJanitor{cache: mgr.GetCache(), kinds: vanishingKinds}); err != nil {
+	if err := mgr.Add(&informerJanitor{cache: mgr.GetCache(), kinds: kinds.Vanishing}); err != nil {
 		return nil, err
 	}
-	guarded := newVanishingGuard(mgr.GetClient(), mgr.GetClient(), mgr.GetAPIReader(), vanishingKinds)
+	guarded := newVanishingGuard(mgr.GetClient(), mgr.GetClient(), mgr.GetAPIReader(), kinds.Vanishing)
 	r := &controller.Reconciler{
 		Client:    guarded,
 		APIReader: mgr.GetAPIReader(),
@@ -242,7 +223,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		v := &kvwebhook.Validator{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), Settings: r.Settings}
 		v.Register(mgr.GetWebhookServer())
 	}
-	c, err := setupController(mgr, r, opts.Namespace)
+	c, err := setupController(mgr, r, opts.Namespace, kinds)
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +287,7 @@ func optionalWatches(mgr manager.Manager, namespace string) *capability.Watches 
 		Mapper:  mgr.GetRESTMapper(),
 		Handler: toKubeVirt(mgr, namespace),
 		Kinds: []capability.OptionalKind{
-			{API: capability.PrometheusesAPI, Object: &monitoringv1.Prometheus{},
+			{API: stage.PrometheusesAPI, Object: &monitoringv1.Prometheus{},
 				// Status writes of prometheus-operator do not matter; spec
 				// changes (selectors, account) bump the generation.
 				Predicates: []predicate.Predicate{predicate.GenerationChangedPredicate{}}},
@@ -316,14 +297,14 @@ func optionalWatches(mgr manager.Manager, namespace string) *capability.Watches 
 	}
 }
 
-func setupController(mgr manager.Manager, r *controller.Reconciler, namespace string) (crcontroller.Controller, error) {
+func setupController(mgr manager.Manager, r *controller.Reconciler, namespace string, kinds *ownership.Kinds) (crcontroller.Controller, error) {
 	// Every event of a managed object wakes the served KubeVirt resource.
 	toKubeVirt := toKubeVirt(mgr, namespace)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("kubevirt").
 		For(&kvv1.KubeVirt{}, builder.WithPredicates(specOrLifecycleChanged())).
 		WithOptions(ctrlOptions())
-	for _, gvk := range managedWatches {
+	for _, gvk := range kinds.Watched {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(gvk)
 		b = b.Watches(u, toKubeVirt)
@@ -332,7 +313,7 @@ func setupController(mgr manager.Manager, r *controller.Reconciler, namespace st
 	crdMeta.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
 	nodeMeta := &metav1.PartialObjectMetadata{}
 	nodeMeta.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Node"})
-	b = b.WatchesMetadata(crdMeta, toKubeVirt, builder.WithPredicates(existenceOrVersionChanged())).
+	b = b.WatchesMetadata(crdMeta, toKubeVirt, builder.WithPredicates(existenceOrVersionChanged(kinds.GatedAPIs))).
 		WatchesMetadata(nodeMeta, toKubeVirt, builder.WithPredicates(existenceChanged())).
 		// A tuning's spec (and deletion) bumps its generation; virtop's
 		// own status writes do not.
@@ -354,18 +335,18 @@ func specOrLifecycleChanged() predicate.Predicate {
 }
 
 // existenceOrVersionChanged passes CRD creation, deletion and changes of the
-// spec (served versions) or of the terminating state; the capability reader
-// then reads the CRD in full.
-func existenceOrVersionChanged() predicate.Predicate {
+// spec (served versions) or of the terminating state, and any change of a
+// gated CRD; the capability reader then reads the CRD in full.
+func existenceOrVersionChanged(gated []stage.Gate) predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
 			!ptr.Equal(e.ObjectOld.GetDeletionTimestamp(), e.ObjectNew.GetDeletionTimestamp()) ||
-			e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion() && isGated(e.ObjectNew.GetName())
+			e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion() && isGated(gated, e.ObjectNew.GetName())
 	}}
 }
 
-func isGated(crdName string) bool {
-	for _, g := range capability.GatedAPIs {
+func isGated(gated []stage.Gate, crdName string) bool {
+	for _, g := range gated {
 		gv, res, _ := g.IsAPI()
 		if group, _, ok := strings.Cut(gv, "/"); ok && res+"."+group == crdName {
 			return true
@@ -444,12 +425,9 @@ func transformCRDs(in any) (any, error) {
 
 // uncachedKinds are the kinds the manager's client reads from the API
 // server (see New).
-func uncachedKinds() []client.Object {
+func uncachedKinds(kinds *ownership.Kinds) []client.Object {
 	var out []client.Object
-	for _, gvk := range []schema.GroupVersionKind{
-		monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.ServiceMonitorsKind),
-		monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.PrometheusRuleKind),
-	} {
+	for _, gvk := range kinds.Uncached {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(gvk)
 		out = append(out, u)

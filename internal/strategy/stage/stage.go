@@ -72,6 +72,10 @@ var (
 	PrometheusRulesAPI = API("monitoring.coreos.com", "v1", "prometheusrules")
 	SCCAPI             = API("security.openshift.io", "v1", "securitycontextconstraints")
 	RouteAPI           = API("route.openshift.io", "v1", "routes")
+	// PrometheusesAPI is prometheus-operator's Prometheus resource. No
+	// object is gated on it; the monitoring placement reads Prometheus
+	// resources when it is served.
+	PrometheusesAPI = API("monitoring.coreos.com", "v1", "prometheuses")
 	// MonitoringTarget passes when the plan found where monitoring goes
 	// (a Prometheus, a user setting or an upstream default account).
 	MonitoringTarget Gate = "monitoring:target"

@@ -17,12 +17,13 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/controller"
+	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
 // userObjects are the VirtualMachine and VirtualMachineInstance the data
 // safety test creates, and the UIDs of them and of every CRD of a
-// protected kind (controller.ProtectedKinds).
+// protected kind (ownership.Protected).
 type userObjects struct {
 	vm, vmi *unstructured.Unstructured
 	uids    map[string]types.UID
@@ -47,7 +48,7 @@ func newVMI(ns string) *unstructured.Unstructured {
 
 func protectedCRDs() []string {
 	var out []string
-	for _, gvr := range controller.ProtectedKinds {
+	for _, gvr := range ownership.Protected {
 		out = append(out, gvr.Resource+"."+gvr.Group)
 	}
 	return out
