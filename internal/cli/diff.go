@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/virtop-dev/virtop/internal/diff"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/tools/diff"
 )
 
 func init() { register(newDiffCommand) }

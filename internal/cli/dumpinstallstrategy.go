@@ -15,10 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtop-dev/virtop/internal/config"
-	"github.com/virtop-dev/virtop/internal/progress"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategyjob"
+	"github.com/virtop-dev/virtop/internal/tools/progress"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 

@@ -8,8 +8,8 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
-	"github.com/virtop-dev/virtop/internal/localcluster"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/tools/podless"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -18,7 +18,7 @@ import (
 // and annotations, also through wildcards.
 func TestOperatorOwnedObjectsAllowedPatches(t *testing.T) {
 	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: "kubevirt"}}
-	if err := localcluster.Prepare(kv); err != nil {
+	if err := podless.Prepare(kv); err != nil {
 		t.Fatal(err)
 	}
 	kv.Spec.CustomizeComponents.Patches = append(kv.Spec.CustomizeComponents.Patches,

@@ -16,8 +16,9 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/operator"
-	"github.com/virtop-dev/virtop/internal/operator/operatortest"
-	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/testing/operatortest"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -178,8 +179,8 @@ func TestCertRotation(t *testing.T) {
 		}
 	}
 
-	// poll reads the state, failing at once if Available leaves True.
-	poll := func(key types.NamespacedName) (*certState, string) {
+	// read reads the state, failing at once if Available leaves True.
+	read := func(key types.NamespacedName) (*certState, string) {
 		cur := &kvv1.KubeVirt{}
 		if err := c.Get(ctx, key, cur); err != nil {
 			return nil, err.Error()
@@ -194,8 +195,8 @@ func TestCertRotation(t *testing.T) {
 		return st, ""
 	}
 
-	wait(t, "a new virt-api serving certificate", 3*time.Minute, func() (bool, string) {
-		st, why := poll(key)
+	poll.Eventually(t, "a new virt-api serving certificate", 3*time.Minute, func() (bool, string) {
+		st, why := read(key)
 		if st == nil {
 			return false, why
 		}
@@ -210,15 +211,15 @@ func TestCertRotation(t *testing.T) {
 	t.Logf("serving certificate rotated after %s", time.Since(start).Round(time.Second))
 	// Issued on time: the operator requeued at the renewal, nothing else
 	// woke it.
-	if st, _ := poll(key); st != nil {
+	if st, _ := read(key); st != nil {
 		due := first.serving.NotAfter.Add(-20 * time.Second)
 		onTime(t, "serving certificate", st.serving.NotAfter.Add(-time.Minute), due)
 	}
 
 	var rotated *certState
 	sawBundle := false
-	wait(t, "a new CA in the bundle and every virt-api webhook", 3*time.Minute, func() (bool, string) {
-		st, why := poll(key)
+	poll.Eventually(t, "a new CA in the bundle and every virt-api webhook", 3*time.Minute, func() (bool, string) {
+		st, why := read(key)
 		if st == nil {
 			return false, why
 		}
@@ -258,8 +259,8 @@ func TestCertRotation(t *testing.T) {
 	// The serving certificate follows the new CA (at once if its renewal
 	// was due, else after the re-issue delay), and verifies against what
 	// the webhooks trust.
-	wait(t, "the serving certificate signed by the new CA", 2*time.Minute, func() (bool, string) {
-		st, why := poll(key)
+	poll.Eventually(t, "the serving certificate signed by the new CA", 2*time.Minute, func() (bool, string) {
+		st, why := read(key)
 		if st == nil {
 			return false, why
 		}

@@ -30,28 +30,14 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
-	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
 	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/internal/webhook"
 )
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Main(m, testenv.Options{Scheme: scheme.New()}))
-}
-
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		last = why
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s: %s", what, last)
 }
 
 func freePort(t *testing.T) int {
@@ -103,7 +89,7 @@ func installKubeVirtCRDs(t *testing.T, env *testenv.Env) {
 			t.Fatal("the strategy has no CRDs")
 		}
 		for _, name := range names {
-			eventually(t, "CRD "+name+" Established", func() (bool, string) {
+			poll.Eventually(t, "CRD "+name+" Established", 3*time.Minute, func() (bool, string) {
 				var crd apiextensionsv1.CustomResourceDefinition
 				if err := env.Client.Get(ctx, types.NamespacedName{Name: name}, &crd); err != nil {
 					return false, err.Error()
@@ -179,7 +165,7 @@ func serve(t *testing.T, env *testenv.Env, ns string) {
 	})
 	// The API server picks the configuration up asynchronously: wait until
 	// a dry-run create of an invalid resource is refused by the webhook.
-	eventually(t, "the webhook to be called", func() (bool, string) {
+	poll.Eventually(t, "the webhook to be called", 3*time.Minute, func() (bool, string) {
 		probe := kubevirt(ns, "probe", badPatch)
 		err := env.Client.Create(context.Background(), probe, client.DryRunAll)
 		if err != nil && strings.Contains(err.Error(), "spec.customizeComponents.patches[0].patch") {
@@ -296,7 +282,7 @@ func TestDeleteRefusedWhileVMIExists(t *testing.T) {
 	if err := env.Client.Delete(ctx, vmi); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the VMI to be gone", func() (bool, string) {
+	poll.Eventually(t, "the VMI to be gone", 3*time.Minute, func() (bool, string) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(vmi), vmi.DeepCopy())
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})

@@ -2,7 +2,6 @@ package servercheck
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -18,7 +17,8 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
-	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -98,17 +98,16 @@ func TestEveryObjectAcceptedByAPIServer(t *testing.T) {
 
 func waitEstablished(t *testing.T, c client.Client, name string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
+	poll.Eventually(t, "CRD "+name+" Established", time.Minute, func(ctx context.Context) (bool, error) {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := c.Get(context.Background(), client.ObjectKey{Name: name}, crd); err == nil {
-			for _, cond := range crd.Status.Conditions {
-				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-					return
-				}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+			return false, err
+		}
+		for _, cond := range crd.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatal(fmt.Sprintf("CRD %s not Established within a minute", name))
+		return false, nil
+	})
 }

@@ -26,8 +26,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/devcluster"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
@@ -107,7 +108,7 @@ func (s *installed) doctorUntil(t *testing.T, what string, done func(*run) bool,
 	var last *run
 	start := time.Now()
 	runs := 0
-	framework.Eventually(t, what, 3*time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, what, 3*time.Minute, func(ctx context.Context) (bool, error) {
 		r, err := s.doctor(ctx, args...)
 		if err != nil {
 			return false, err
@@ -234,7 +235,7 @@ func (s *installed) testVirtAPIScaledToZero(t *testing.T) {
 	s.baseline(t)
 	s.stopOperator(t)
 	s.scale(t, vocab.VirtAPI, 0)
-	framework.Eventually(t, "virt-api pods gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "virt-api pods gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		n := len(s.pods(t, vocab.VirtAPI))
 		return n == 0, fmt.Errorf("%d virt-api pods left", n)
 	})
@@ -267,7 +268,7 @@ func (s *installed) testServiceMonitorDeleted(t *testing.T) {
 	// Registered first, so it runs after stopOperator's cleanup has
 	// started the operator again.
 	t.Cleanup(func() {
-		framework.Eventually(t, "the operator re-creating the ServiceMonitor", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		poll.Eventually(t, "the operator re-creating the ServiceMonitor", 3*time.Minute, func(ctx context.Context) (bool, error) {
 			n := len(s.managed(t, &monitoringv1.ServiceMonitorList{}))
 			return n > 0, fmt.Errorf("%d ServiceMonitors", n)
 		})
@@ -550,7 +551,7 @@ func (s *installed) stopOperator(t *testing.T) {
 		if !s.op.Running() {
 			s.op.Start()
 		}
-		framework.Eventually(t, "the restarted operator holding its Lease", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		poll.Eventually(t, "the restarted operator holding its Lease", 3*time.Minute, func(ctx context.Context) (bool, error) {
 			l := &coordinationv1.Lease{}
 			if err := s.c.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: "virt-operator"}, l); err != nil {
 				return false, err
@@ -560,7 +561,7 @@ func (s *installed) stopOperator(t *testing.T) {
 		})
 		framework.WaitKubeVirt(t, s.c, "Available after the operator restarted", 5*time.Minute, framework.Available)
 		for _, name := range []string{vocab.VirtAPI, vocab.VirtController} {
-			framework.Eventually(t, name+" restored by the operator", 3*time.Minute, func(ctx context.Context) (bool, error) {
+			poll.Eventually(t, name+" restored by the operator", 3*time.Minute, func(ctx context.Context) (bool, error) {
 				d := &appsv1.Deployment{}
 				if err := s.c.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: name}, d); err != nil {
 					return false, err
@@ -696,7 +697,7 @@ func (s *installed) deleteAndWait(t *testing.T, obj client.Object) {
 		t.Errorf("deleting %s: %v", obj.GetName(), err)
 		return
 	}
-	framework.Eventually(t, obj.GetName()+" gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, obj.GetName()+" gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		err := s.c.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
 		if apierrors.IsNotFound(err) {
 			return true, nil
@@ -739,7 +740,7 @@ func (s *installed) restoreNodes(t *testing.T, hosts map[string]bool) {
 		}
 		s.env.StartComponent(t, devcluster.ComponentKwokController)
 	}
-	framework.Eventually(t, "the nodes Ready again", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "the nodes Ready again", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		for n := range hosts {
 			node := &corev1.Node{}
 			if err := s.c.Get(ctx, types.NamespacedName{Name: n}, node); err != nil {

@@ -12,7 +12,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/virtop-dev/virtop/internal/devcluster"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
@@ -42,7 +43,7 @@ func TestLeaderKilledMidRollout(t *testing.T) {
 	s.cordon(true)
 	t.Cleanup(func() { s.cordon(false) })
 	s.setVersion(toVersion)
-	framework.Eventually(t, "the leader to upgrade virt-handler and virt-controller", rolloutTimeout, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "the leader to upgrade virt-handler and virt-controller", rolloutTimeout, func(ctx context.Context) (bool, error) {
 		h, c := &appsv1.DaemonSet{}, &appsv1.Deployment{}
 		if err := s.c.Get(ctx, types.NamespacedName{Namespace: devcluster.InstallNamespace, Name: vocab.VirtHandler}, h); err != nil {
 			return false, err
@@ -87,7 +88,7 @@ func TestLeaderKilledMidRollout(t *testing.T) {
 // waitLog waits until the process's log contains s.
 func waitLog(t *testing.T, p *framework.Process, s string, timeout time.Duration) {
 	t.Helper()
-	framework.Eventually(t, fmt.Sprintf("%s to log %q", p.Name, s), timeout, func(context.Context) (bool, error) {
+	poll.Eventually(t, fmt.Sprintf("%s to log %q", p.Name, s), timeout, func(context.Context) (bool, error) {
 		if !p.Running() {
 			t.Fatalf("%s exited (%s) before logging %q", p.Name, p.LastExit(), s)
 		}

@@ -15,10 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/devcluster"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/internal/vocab"
-	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
 // Owner labels stripped by hand from a Deployment and a ClusterRole: the
@@ -54,7 +54,7 @@ func TestOwnerLabelsStripped(t *testing.T) {
 		if _, still := o.GetLabels()[vocab.ManagedByLabel]; still {
 			t.Fatalf("the patch left the label on %s %s", target.kind, target.name)
 		}
-		waitFor(t, fmt.Sprintf("the labels of %s %s back", target.kind, target.name), 2*time.Minute, func(ctx context.Context) (bool, error) {
+		poll.Eventually(t, fmt.Sprintf("the labels of %s %s back", target.kind, target.name), 2*time.Minute, func(ctx context.Context) (bool, error) {
 			cur := &unstructured.Unstructured{}
 			cur.SetGroupVersionKind(o.GroupVersionKind())
 			if err := s.c.Get(ctx, client.ObjectKeyFromObject(o), cur); err != nil {
@@ -70,7 +70,7 @@ func TestOwnerLabelsStripped(t *testing.T) {
 		if !logMentions(said, "Applied object", target.kind, target.name) {
 			t.Errorf("the operator's log does not say it applied %s %s again:\n%s", target.kind, target.name, said)
 		}
-		waitFor(t, "an Applied event naming "+target.name, time.Minute, func(ctx context.Context) (bool, error) {
+		poll.Eventually(t, "an Applied event naming "+target.name, time.Minute, func(ctx context.Context) (bool, error) {
 			evs, err := s.kubeVirtEvents(ctx, "Applied")
 			if err != nil {
 				return false, err
@@ -124,7 +124,7 @@ func TestStrategyConfigMapTampered(t *testing.T) {
 		if err := tc.tamper(); err != nil {
 			t.Fatalf("%s: %v", tc.what, err)
 		}
-		waitFor(t, "the strategy ConfigMap restored after it was "+tc.what, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		poll.Eventually(t, "the strategy ConfigMap restored after it was "+tc.what, 2*time.Minute, func(ctx context.Context) (bool, error) {
 			cur := &corev1.ConfigMap{}
 			err := s.c.Get(ctx, key, cur)
 			if apierrors.IsNotFound(err) {
@@ -147,7 +147,7 @@ func TestStrategyConfigMapTampered(t *testing.T) {
 		if !logMentions(said, "Restored install strategy ConfigMap", key.Name, tc.found) {
 			t.Errorf("the operator's log does not say it restored %s, which was %s:\n%s", key.Name, tc.found, said)
 		}
-		waitFor(t, "a "+restoredReason+" event", time.Minute, func(ctx context.Context) (bool, error) {
+		poll.Eventually(t, "a "+restoredReason+" event", time.Minute, func(ctx context.Context) (bool, error) {
 			evs, err := s.kubeVirtEvents(ctx, restoredReason)
 			if err != nil {
 				return false, err
@@ -167,9 +167,6 @@ func TestStrategyConfigMapTampered(t *testing.T) {
 // restoredReason is the reason of the event virtop emits when it writes
 // a strategy ConfigMap someone deleted or changed.
 const restoredReason = "StrategyRestored"
-
-// waitFor is framework.Eventually.
-var waitFor = framework.Eventually
 
 // logMentions reports whether one line of log holds every part.
 func logMentions(log string, parts ...string) bool {

@@ -36,8 +36,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/devcluster"
-	"github.com/virtop-dev/virtop/internal/toolpaths"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
+	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
 	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
@@ -114,7 +115,7 @@ func TestPrometheusOperatorScrapesVirtop(t *testing.T) {
 
 	// The configuration prometheus-operator generated for the Prometheus.
 	var cfg *promconfig.Config
-	framework.Eventually(t, "prometheus-operator's configuration for "+promKey.String()+" to scrape virtop's ServiceMonitor", 3*time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "prometheus-operator's configuration for "+promKey.String()+" to scrape virtop's ServiceMonitor", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		var err error
 		cfg, err = generatedConfig(ctx, c, promKey)
 		if err != nil {
@@ -134,7 +135,7 @@ func TestPrometheusOperatorScrapesVirtop(t *testing.T) {
 	// against the cluster with the job's own discovery configuration, and
 	// the job's relabelling.
 	want := metricsEndpoints(t, c)
-	framework.Eventually(t, "the job's targets to be the metrics endpoints of "+virtopJob, time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "the job's targets to be the metrics endpoints of "+virtopJob, time.Minute, func(ctx context.Context) (bool, error) {
 		got, dropped, err := discoverTargets(ctx, env.Cluster.Kubeconfig(), sc)
 		if err != nil {
 			return false, err
@@ -162,7 +163,7 @@ func TestPrometheusOperatorScrapesVirtop(t *testing.T) {
 
 	// virtop's rule groups in the Prometheus's rule files.
 	var groups []rulefmt.RuleGroup
-	framework.Eventually(t, "virtop's rule groups in prometheus-operator's rule files for "+promKey.String(), 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "virtop's rule groups in prometheus-operator's rule files for "+promKey.String(), 2*time.Minute, func(ctx context.Context) (bool, error) {
 		var err error
 		groups, err = generatedRuleGroups(ctx, c, promKey, rule)
 		if err != nil {
@@ -191,7 +192,7 @@ func TestPrometheusOperatorScrapesVirtop(t *testing.T) {
 	}
 	otherKey := client.ObjectKeyFromObject(other)
 	var otherCfg *promconfig.Config
-	framework.Eventually(t, "prometheus-operator's configuration for "+otherKey.String(), 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "prometheus-operator's configuration for "+otherKey.String(), 2*time.Minute, func(ctx context.Context) (bool, error) {
 		var err error
 		otherCfg, err = generatedConfig(ctx, c, otherKey)
 		return err == nil, err
@@ -274,7 +275,7 @@ func virtopMonitoringObjects(t *testing.T, c client.Client) (*monitoringv1.Servi
 	t.Helper()
 	var sm *monitoringv1.ServiceMonitor
 	var rule *monitoringv1.PrometheusRule
-	framework.Eventually(t, "virtop's ServiceMonitor and PrometheusRule", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "virtop's ServiceMonitor and PrometheusRule", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		byVirtop := client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}
 		sms := &monitoringv1.ServiceMonitorList{}
 		if err := c.List(ctx, sms, byVirtop); err != nil {
@@ -431,7 +432,7 @@ func checkScrapeConfig(t *testing.T, sc *promconfig.ScrapeConfig, sm *monitoring
 func metricsEndpoints(t *testing.T, c client.Client) []string {
 	t.Helper()
 	var out []string
-	framework.Eventually(t, "endpoints of Service "+virtopJob, time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "endpoints of Service "+virtopJob, time.Minute, func(ctx context.Context) (bool, error) {
 		slices := &discoveryv1.EndpointSliceList{}
 		if err := c.List(ctx, slices, client.InNamespace(devcluster.InstallNamespace),
 			client.MatchingLabels{discoveryv1.LabelServiceName: virtopJob}); err != nil {

@@ -1,6 +1,6 @@
 // Package testenv runs a real kube-apiserver and etcd (controller-runtime's
 // envtest) for the tests of any virtop package, using the binaries that
-// `make tools` builds into the cache (internal/toolpaths). There is no
+// `make tools` builds into the cache (internal/tools/toolpaths). There is no
 // controller-manager: nothing reconciles Deployments, DaemonSets or
 // namespaces, so tests write workload status themselves (MarkDeploymentReady,
 // MarkDaemonSetReady) and deleted namespaces stay Terminating.
@@ -45,7 +45,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/virtop-dev/virtop/internal/toolpaths"
+	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
 )
 
 const modulePath = "github.com/virtop-dev/virtop"

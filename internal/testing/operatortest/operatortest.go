@@ -1,5 +1,5 @@
 // Package operatortest runs virtop's operator in-process for tests against
-// a real API server (internal/testenv).
+// a real API server (internal/testing/testenv).
 package operatortest
 
 import (

@@ -21,7 +21,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/localcluster"
+	"github.com/virtop-dev/virtop/internal/tools/podless"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -220,7 +220,7 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 			return err
 		}
 		fmt.Fprintf(out, "• Applied KubeVirt %s/%s from %s, with %d customizeComponents patches that make its webhooks\n  failurePolicy Ignore with a %ds timeout (nothing serves them here)\n",
-			kv.GetNamespace(), kv.GetName(), SampleCR, patches, localcluster.WebhookTimeoutSeconds)
+			kv.GetNamespace(), kv.GetName(), SampleCR, patches, podless.WebhookTimeoutSeconds)
 	}
 
 	late := func() error {
@@ -290,7 +290,7 @@ func (c *Cluster) printSummary(out io.Writer, start time.Time, hasControlPlane b
 
 // applySample applies the KubeVirt resource from the sample file, with
 // customizeComponents patches added that make every KubeVirt webhook
-// failurePolicy Ignore with a short timeout (localcluster.Prepare): nothing
+// failurePolicy Ignore with a short timeout (podless.Prepare): nothing
 // serves them here. It returns the resource and the number of patches added.
 func applySample(ctx context.Context, cl *Clients, path string) (*unstructured.Unstructured, int, error) {
 	raw, err := os.ReadFile(path)
@@ -317,7 +317,7 @@ func applySample(ctx context.Context, cl *Clients, path string) (*unstructured.U
 			return nil, 0, fmt.Errorf("%s: %w", path, err)
 		}
 		before := len(kv.Spec.CustomizeComponents.Patches)
-		if err := localcluster.Prepare(kv); err != nil {
+		if err := podless.Prepare(kv); err != nil {
 			return nil, 0, fmt.Errorf("adding the local cluster's webhook patches: %w", err)
 		}
 		added := len(kv.Spec.CustomizeComponents.Patches) - before

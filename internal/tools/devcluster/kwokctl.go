@@ -18,7 +18,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/virtop-dev/virtop/internal/toolpaths"
+	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
 )
 
 // Tools are the paths of every binary the local cluster runs. kwokctl

@@ -3,6 +3,7 @@ package doctor
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -19,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
@@ -30,7 +30,8 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
-	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -74,10 +75,10 @@ func kubevirtCRDs(t *testing.T, env *testenv.Env) {
 
 func waitEstablished(t *testing.T, env *testenv.Env, name string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "CRD "+name+" established", 60*time.Second, func(ctx context.Context) (bool, error) {
 		var crd apiextensionsv1.CustomResourceDefinition
 		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
-			return false, nil
+			return false, err
 		}
 		for _, c := range crd.Status.Conditions {
 			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
@@ -86,9 +87,6 @@ func waitEstablished(t *testing.T, env *testenv.Env, name string) {
 		}
 		return false, nil
 	})
-	if err != nil {
-		t.Fatalf("CRD %s not established: %v", name, err)
-	}
 }
 
 func generate(t *testing.T, ns string) *strategy.Strategy {
@@ -241,10 +239,10 @@ func (s *staged) ensureAPIService(t *testing.T) {
 	if err := s.env.Client.Create(context.Background(), as); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "APIService "+as.Name+" available", 60*time.Second, func(ctx context.Context) (bool, error) {
 		var got apiregistrationv1.APIService
 		if err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(as), &got); err != nil {
-			return false, nil
+			return false, err
 		}
 		for _, c := range got.Status.Conditions {
 			if c.Type == apiregistrationv1.Available && c.Status == apiregistrationv1.ConditionTrue {
@@ -253,9 +251,6 @@ func (s *staged) ensureAPIService(t *testing.T) {
 		}
 		return false, nil
 	})
-	if err != nil {
-		t.Fatalf("APIService not available: %v", err)
-	}
 }
 
 func (s *staged) setNodeReady(t *testing.T, status corev1.ConditionStatus) {
@@ -469,13 +464,11 @@ func TestEnvDuplicateShortName(t *testing.T) {
 	t.Cleanup(func() { _ = s.env.Client.Delete(context.Background(), crd) })
 	waitEstablished(t, s.env, crd.Name)
 	var r *Report
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+	poll.Eventually(t, "the short-name check to warn", 60*time.Second, func() (bool, string) {
 		r = s.run(t, nil)
-		return findCheck(t, r, CheckShortNames).Status == Warn, nil
+		c := findCheck(t, r, CheckShortNames)
+		return c.Status == Warn, fmt.Sprintf("%s: %s", c.Status, c.Evidence)
 	})
-	if err != nil {
-		t.Fatalf("short-name check never warned: %v", err)
-	}
 	expect(t, r, Healthy)
 	expectCheck(t, r, CheckShortNames, Warn, `"vmi" resolves to virtualmachineimages.images.example.com, virtualmachineinstances.kubevirt.io`)
 }
@@ -520,11 +513,8 @@ func TestEnvReadOnlyUser(t *testing.T) {
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "doctor-reader-" + s.ns}
 	var r *Report
 	// RBAC caches need a moment to see the new binding.
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	poll.Eventually(t, "a healthy verdict for a read-only user", 60*time.Second, func() (bool, string) {
 		r = s.run(t, cfg)
-		return r.Verdict == Healthy, nil
+		return r.Verdict == Healthy, fmt.Sprintf("verdict %s (%s)", r.Verdict, r.Reason)
 	})
-	if err != nil {
-		t.Fatalf("verdict %s (%s) for a read-only user", r.Verdict, r.Reason)
-	}
 }

@@ -1,7 +1,7 @@
-// Package localcluster holds what a KubeVirt resource needs on a cluster
+// Package podless holds what a KubeVirt resource needs on a cluster
 // where no pod really runs (the kwok local cluster, envtest): nothing serves
 // KubeVirt's webhooks there, so they must not fail closed.
-package localcluster
+package podless
 
 import (
 	"encoding/json"

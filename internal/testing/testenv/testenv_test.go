@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
 )
 
 // virtop's own CRDs are left out: this package tests the harness, and

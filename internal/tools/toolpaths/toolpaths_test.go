@@ -8,10 +8,10 @@ import (
 	"testing"
 )
 
-// repoRoot is the checkout root, two levels above this package.
+// repoRoot is the checkout root, three levels above this package.
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
