@@ -184,13 +184,19 @@ type KubeVirtConfiguration struct {
 	CommonInstancetypesDeployment *CommonInstancetypesDeployment `json:"commonInstancetypesDeployment,omitempty"`
 }
 
-// DeveloperConfiguration holds the feature gates.
+// DeveloperConfiguration holds the feature gates and the emulation switch.
 // +kubebuilder:pruning:PreserveUnknownFields
 type DeveloperConfiguration struct {
 	// FeatureGates enabled for this installation.
 	// +listType=atomic
 	// +optional
 	FeatureGates []string `json:"featureGates,omitempty"`
+	// UseEmulation lets VMs fall back to software emulation where a node
+	// has no hardware virtualization (upstream's field; virt-handler and
+	// virt-launcher read it). virtop renders nothing differently for it
+	// and reports it as the kubevirt_configuration_emulation_enabled gauge.
+	// +optional
+	UseEmulation bool `json:"useEmulation,omitempty"`
 }
 
 // CommonInstancetypesDeployment controls the common instancetypes and

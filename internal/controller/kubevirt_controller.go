@@ -89,6 +89,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else if served != client.ObjectKeyFromObject(kv) {
 		return ctrl.Result{}, r.markNotServed(ctx, kv, served)
 	}
+	setEmulationEnabled(kv)
 	orig := kv.DeepCopy()
 	var f facts
 	f.previouslyAvailable = conditionStatus(kv.Status.Conditions, kvv1.KubeVirtConditionAvailable)
@@ -101,6 +102,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		result, reconcileErr = r.reconcileInstall(ctx, kv, &f)
 	}
 	if f.deleted {
+		// No KubeVirt resource configures emulation any more.
+		emulationEnabled.Set(0)
 		return result, reconcileErr
 	}
 	if err := r.writeStatus(ctx, orig, kv, f); err != nil {

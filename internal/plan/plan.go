@@ -5,8 +5,6 @@
 package plan
 
 import (
-	"fmt"
-	"sort"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -175,25 +173,4 @@ func copyMap(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
-}
-
-// Describe summarizes the closed gates for a condition message, for
-// example "ServiceMonitor, PrometheusRule wait for api:monitoring.coreos.com/v1/servicemonitors".
-func (p *Plan) Describe() string {
-	byGate := map[stage.Gate][]string{}
-	for _, c := range p.Closed {
-		byGate[c.Gate] = append(byGate[c.Gate], c.Object.Kind+" "+c.Object.Name)
-	}
-	gates := make([]string, 0, len(byGate))
-	for g := range byGate {
-		gates = append(gates, string(g))
-	}
-	sort.Strings(gates)
-	var parts []string
-	for _, g := range gates {
-		objs := byGate[stage.Gate(g)]
-		sort.Strings(objs)
-		parts = append(parts, fmt.Sprintf("%s (%d objects: %s)", g, len(objs), strings.Join(objs, ", ")))
-	}
-	return strings.Join(parts, "; ")
 }
