@@ -338,7 +338,7 @@ func genObjects(rel, dump, registry, namespace string) error {
 	}
 	h := header(src) + "# The delta against " + r.Base + "'s objects.\n"
 	if len(d.Added) > 0 {
-		if err := writeStream(filepath.Join(dir, release.AddedFile), h+"# Objects " + rel + " adds.\n", templatesJSON(d.Added)); err != nil {
+		if err := writeStream(filepath.Join(dir, release.AddedFile), h+"# Objects "+rel+" adds.\n", templatesJSON(d.Added)); err != nil {
 			return err
 		}
 	}

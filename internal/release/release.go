@@ -76,7 +76,7 @@ const (
 type Certificate struct {
 	// Secret is the Secret's name; a CA's ConfigMap of the same name holds
 	// its bundle.
-	Secret string `json:"secret"`
+	Secret string   `json:"secret"`
 	Kind   CertKind `json:"kind"`
 	// CommonNamePrefix is a CA's common name before "@<unix seconds>".
 	CommonNamePrefix string `json:"commonNamePrefix,omitempty"`
