@@ -712,9 +712,9 @@ func generatedSchema(in, group, plural, storage string) (*apiextv1.JSONSchemaPro
 	fixBackticks(s)
 	src := os.Getenv("KUBEVIRT_API_SOURCE")
 	if src == "" {
-		src = "kubevirt.io/api"
+		src = "kubevirt.io/api, with controller-gen"
 	}
-	return s, src + " " + pkgOfGroup(group) + "/" + version + " (controller-gen)", nil
+	return s, pkgOfGroup(group) + "/" + version + " of " + src, nil
 }
 
 // fixBackticks writes backticks in descriptions as upstream's generator

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -196,6 +197,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 			Namespace:          opts.Namespace,
 			DefaultVersion:     opts.DefaultVersion,
 			RunbookURLTemplate: opts.RunbookURLTemplate,
+			PassthroughEnv:     config.PassthroughEnvFrom(os.Environ()),
 		},
 		Catalog: cat,
 		Applier: apply.New(guarded),

@@ -190,7 +190,9 @@ func render(version string) ([]client.Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ownership: config for %s: %w", version, err)
 	}
-	s, err := strategy.Generate(cfg)
+	// Kinds only: without the CRD schemas, most of a release's data, so
+	// deriving the sets at start parses no schema of any release.
+	s, err := strategy.GenerateWith(cfg, strategy.Options{WithoutSchemas: true})
 	if err != nil {
 		return nil, fmt.Errorf("ownership: render %s: %w", version, err)
 	}

@@ -90,6 +90,12 @@ type Certificate struct {
 	Service string `json:"service,omitempty"`
 }
 
+// CertificateAnnotation carries a certificate Secret's Certificate (as
+// JSON) with the Secret in a strategy, so the certificate code issues what
+// the strategy's release needs, also for a strategy rendered by another
+// virtop's Job.
+const CertificateAnnotation = "virtop.dev/certificate"
+
 // GatedObject selects objects a release renders only with a feature gate
 // on: by kind and name, or every object carrying an annotation.
 type GatedObject struct {
@@ -99,15 +105,20 @@ type GatedObject struct {
 	FeatureGate string `json:"featureGate"`
 }
 
-// Variant is a change to the release's objects that a feature gate (while
-// it is not GA) turns on: a strategic merge patch per object, read from
-// upstream's source at the tag because the reference dump does not show it.
+// Variant is a change to the release's objects that the KubeVirt resource
+// turns on, by a feature gate or by image pull secrets: a patch per object,
+// read from upstream's source at the tag because the reference dump, made
+// for the minimal resource, does not show it. Variants apply in their
+// order.
 type Variant struct {
-	FeatureGate string `json:"featureGate"`
+	// FeatureGate on (by the release's maturity model) turns it on.
+	FeatureGate string `json:"featureGate,omitempty"`
 	// Listed: the variant needs the gate listed in the KubeVirt resource's
 	// featureGates, whatever its maturity (upstream checks the list).
-	Listed bool   `json:"listed,omitempty"`
-	File   string `json:"file"`
+	Listed bool `json:"listed,omitempty"`
+	// ImagePullSecrets: the KubeVirt resource names image pull secrets.
+	ImagePullSecrets bool   `json:"imagePullSecrets,omitempty"`
+	File             string `json:"file"`
 }
 
 // Image is a component image. Version is empty for images tagged with the
@@ -329,4 +340,10 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// InstancetypeBundle returns one file of a common-instancetypes release's
+// bundle (data/instancetypes/<version>/).
+func InstancetypeBundle(version, file string) ([]byte, error) {
+	return dataFS.ReadFile(path.Join("data", "instancetypes", version, file))
 }

@@ -9,8 +9,8 @@ import (
 	"io"
 	"io/fs"
 	"path"
-	"sort"
 	"strings"
+	"sync"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -45,14 +45,16 @@ type Template struct {
 	JSON       []byte
 }
 
-// Change is one entry of changed.yaml: how a derived release changes an
-// object of its base. Exactly one of Strategic (a strategic merge patch, for
-// kinds with Go types), Merge (a JSON merge patch) and Replace (the whole
-// object) is set.
+// Change is one entry of changed.yaml or of a variant: how an object
+// changes. Exactly one of Strategic (a strategic merge patch, for kinds with
+// Go types), Merge (a JSON merge patch), JSON (a JSON patch, RFC 6902, whose
+// "add" puts a list item exactly where upstream puts it) and Replace (the
+// whole object) is set.
 type Change struct {
 	Key       `json:",inline"`
 	Strategic json.RawMessage `json:"strategic,omitempty"`
 	Merge     json.RawMessage `json:"merge,omitempty"`
+	JSON      json.RawMessage `json:"json,omitempty"`
 	Replace   json.RawMessage `json:"replace,omitempty"`
 }
 
@@ -198,6 +200,11 @@ func applyChange(t *Template, c Change) (*Template, error) {
 		out = c.Replace
 	case c.Merge != nil:
 		out, err = jsonpatch.MergePatch(t.JSON, c.Merge)
+	case c.JSON != nil:
+		var p jsonpatch.Patch
+		if p, err = jsonpatch.DecodePatch(c.JSON); err == nil {
+			out, err = p.Apply(t.JSON)
+		}
 	case c.Strategic != nil:
 		var typed any
 		typed, err = TypedFor(t.APIVersion, t.Key.Kind)
@@ -322,38 +329,65 @@ func stripComments(doc []byte) []byte {
 }
 
 // Schemas returns the CRD schemas of the release, by "<plural>.<group>":
-// the release's own files over its base's, parsed once and shared with the
-// base where equal. Nothing may modify them.
+// the release's own files over its base's. Only the files the release uses
+// are parsed (a base's schema that the release replaces is not), each once
+// for every release that uses it. Shared; nothing may modify them.
 func (r *Release) Schemas() (map[string]*apiextv1.JSONSchemaProps, error) {
 	return r.schemas.get(func() (map[string]*apiextv1.JSONSchemaProps, error) {
-		m := map[string]*apiextv1.JSONSchemaProps{}
-		if r.Base != "" {
-			base, _ := Lookup(r.Base)
-			bs, err := base.Schemas()
+		files := map[string]string{}
+		var chain []*Release
+		for cur := r; cur != nil; {
+			chain = append(chain, cur)
+			if cur.Base == "" {
+				break
+			}
+			cur, _ = Lookup(cur.Base)
+		}
+		for i := len(chain) - 1; i >= 0; i-- {
+			fs, err := fs.Glob(dataFS, path.Join(chain[i].dir(), SchemasDir, "*.yaml"))
 			if err != nil {
 				return nil, err
 			}
-			for k, v := range bs {
-				m[k] = v
+			for _, f := range fs {
+				files[strings.TrimSuffix(path.Base(f), ".yaml")] = f
 			}
 		}
-		files, err := fs.Glob(dataFS, path.Join(r.dir(), SchemasDir, "*.yaml"))
+		m := make(map[string]*apiextv1.JSONSchemaProps, len(files))
+		for name, f := range files {
+			s, err := parsedSchema(f)
+			if err != nil {
+				return nil, err
+			}
+			m[name] = s
+		}
+		return m, nil
+	})
+}
+
+var (
+	schemaFilesMu sync.Mutex
+	schemaFiles   = map[string]*lazy[*apiextv1.JSONSchemaProps]{}
+)
+
+// parsedSchema parses a schema file once for every release that uses it.
+func parsedSchema(file string) (*apiextv1.JSONSchemaProps, error) {
+	schemaFilesMu.Lock()
+	l, ok := schemaFiles[file]
+	if !ok {
+		l = &lazy[*apiextv1.JSONSchemaProps]{}
+		schemaFiles[file] = l
+	}
+	schemaFilesMu.Unlock()
+	return l.get(func() (*apiextv1.JSONSchemaProps, error) {
+		raw, err := dataFS.ReadFile(file)
 		if err != nil {
 			return nil, err
 		}
-		sort.Strings(files)
-		for _, f := range files {
-			raw, err := dataFS.ReadFile(f)
-			if err != nil {
-				return nil, err
-			}
-			s := &apiextv1.JSONSchemaProps{}
-			if err := yaml.UnmarshalStrict(raw, s); err != nil {
-				return nil, fmt.Errorf("%s: %w", f, err)
-			}
-			m[strings.TrimSuffix(path.Base(f), ".yaml")] = s
+		s := &apiextv1.JSONSchemaProps{}
+		if err := yaml.UnmarshalStrict(raw, s); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
 		}
-		return m, nil
+		return s, nil
 	})
 }
 

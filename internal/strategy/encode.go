@@ -160,8 +160,47 @@ func decodeGzipBase64(data string) ([]byte, error) {
 	return raw, nil
 }
 
+// upstreamAPIVersions are the apiVersions upstream's operator writes wrong
+// into its strategies (it serializes objects whose TypeMeta it set by
+// hand): the ServiceMonitor's group without a version, the admission
+// policies' bare "v1".
+var upstreamAPIVersions = map[string]struct{ wrong, right string }{
+	"ServiceMonitor":                   {"monitoring.coreos.com", "monitoring.coreos.com/v1"},
+	"ValidatingAdmissionPolicy":        {"v1", "admissionregistration.k8s.io/v1"},
+	"ValidatingAdmissionPolicyBinding": {"v1", "admissionregistration.k8s.io/v1"},
+}
+
+func fixUpstreamAPIVersion(m map[string]interface{}) {
+	kind, _ := m["kind"].(string)
+	if q, ok := upstreamAPIVersions[kind]; ok && m["apiVersion"] == q.wrong {
+		m["apiVersion"] = q.right
+	}
+}
+
+// ReadManifests reads objects from a file's content: a YAML stream or JSON
+// List, gzipped or not (upstream's strategies are often kept gzipped).
+func ReadManifests(raw []byte) ([]client.Object, error) {
+	if bytes.HasPrefix(raw, []byte{0x1f, 0x8b}) {
+		r, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return nil, fmt.Errorf("not gzip data: %w", err)
+		}
+		defer r.Close()
+		raw, err = io.ReadAll(io.LimitReader(r, maxDecodedManifestLen+1))
+		if err != nil {
+			return nil, fmt.Errorf("truncated or corrupt gzip data: %w", err)
+		}
+		if len(raw) > maxDecodedManifestLen {
+			return nil, fmt.Errorf("inflates to more than %d bytes", maxDecodedManifestLen)
+		}
+	}
+	return DecodeManifests(raw)
+}
+
 // DecodeManifests reads a multi-document YAML stream (or a JSON List) of
-// objects. Kinds the scheme knows decode into their typed form; other kinds
+// objects. Upstream's quirks are undone: wrong apiVersions are corrected,
+// and an object listed twice identically (upstream lists each CA ConfigMap
+// twice) is kept once. Kinds the scheme knows decode into their typed form; other kinds
 // (for example OpenShift's) stay unstructured.
 func DecodeManifests(raw []byte) ([]client.Object, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
@@ -183,7 +222,24 @@ func DecodeManifests(raw []byte) ([]client.Object, error) {
 		}
 		out = append(out, objs...)
 	}
-	return out, nil
+	return dropIdenticalDuplicates(out), nil
+}
+
+// dropIdenticalDuplicates keeps the first of identical objects with the same
+// key; different objects with one key stay for the caller to refuse.
+func dropIdenticalDuplicates(objs []client.Object) []client.Object {
+	first := map[Key]client.Object{}
+	out := objs[:0]
+	for _, o := range objs {
+		k := KeyOf(o)
+		if prev, ok := first[k]; ok && reflect.DeepEqual(prev, o) {
+			continue
+		} else if !ok {
+			first[k] = o
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 func decodeDocument(doc []byte) ([]client.Object, error) {
@@ -194,6 +250,7 @@ func decodeDocument(doc []byte) ([]client.Object, error) {
 	if m == nil {
 		return nil, nil
 	}
+	fixUpstreamAPIVersion(m)
 	u := &unstructured.Unstructured{Object: m}
 	gvk := u.GroupVersionKind()
 	if gvk.Kind == "" || gvk.Version == "" {

@@ -17,8 +17,8 @@ import (
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
-	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Strategy is every object of a KubeVirt control plane for one deployment
@@ -41,28 +41,66 @@ const DefaultComponent = "kubevirt"
 // Generate renders the strategy of a config. The version must be in the
 // builtin catalog; others are rendered by the dump-install-strategy Job of a
 // virtop whose catalog has them.
+//
+// The release's object templates (internal/release) are rendered with the
+// config's values, then changed by the config transforms (transforms.go)
+// and virtop's deliberate deviations (deviations.go); the code-rendered
+// families (monitoring, instancetypes) are added; customizeComponents
+// patches apply; every object gets upstream's metadata stamps and its stage
+// and gates (stages.go); the result is sorted into apply order.
 func Generate(cfg *config.DeploymentConfig) (*Strategy, error) {
-	rel, ok := catalog.Lookup(cfg.Version)
-	if !ok {
+	return GenerateWith(cfg, Options{})
+}
+
+// Options change what Generate renders, for callers that need less than a
+// strategy to apply.
+type Options struct {
+	// WithoutSchemas leaves the CRDs without their OpenAPI schemas, so a
+	// caller that only looks at which objects a release has (the ownership
+	// kind sets, derived from every release at start) parses none of the
+	// schema files, which are most of the release data.
+	WithoutSchemas bool
+}
+
+// GenerateWith is Generate with options; a strategy to apply comes from
+// Generate.
+func GenerateWith(cfg *config.DeploymentConfig, opts Options) (*Strategy, error) {
+	cat, ok := catalog.Lookup(cfg.Version)
+	rel, inData := release.Lookup(cfg.Version)
+	if !ok || !inData {
 		return nil, &catalog.NotInCatalogError{Version: cfg.Version, Have: catalog.Builtin().Versions()}
 	}
 	if cfg.ID == "" || cfg.ID != cfg.ComputeID() {
 		return nil, fmt.Errorf("deployment config has a stale or missing ID; build it with config.FromKubeVirt or config.Parse")
+	}
+	objs, err := renderTemplates(cfg, rel, !opts.WithoutSchemas)
+	if err != nil {
+		return nil, fmt.Errorf("render %s: %w", cfg.Version, err)
+	}
+	if err := runTransforms(cfg, objs, configTransforms); err != nil {
+		return nil, fmt.Errorf("render %s: %w", cfg.Version, err)
+	}
+	if err := runTransforms(cfg, objs, deviations(rel)); err != nil {
+		return nil, fmt.Errorf("render %s: %w", cfg.Version, err)
 	}
 	names := make([]string, 0, len(components.Renderers))
 	for name := range components.Renderers {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	var objs []client.Object
 	for _, name := range names {
-		out, err := components.Renderers[name](cfg, rel)
+		out, err := components.Renderers[name](cfg, cat)
 		if err != nil {
 			return nil, fmt.Errorf("render %s: %w", name, err)
 		}
 		objs = append(objs, out...)
 	}
-	objs, err := Customize(objs, cfg.Customize.Patches)
+	for _, o := range objs {
+		if err := setStage(o); err != nil {
+			return nil, fmt.Errorf("render: %w", err)
+		}
+	}
+	objs, err = Customize(objs, cfg.Customize.Patches)
 	if err != nil {
 		return nil, err
 	}
@@ -79,28 +117,14 @@ func Generate(cfg *config.DeploymentConfig) (*Strategy, error) {
 	return &Strategy{Version: cfg.Version, Registry: cfg.Registry, ID: cfg.ID, Objects: objs}, nil
 }
 
-// stampMetadata sets the labels and annotations every managed object
-// carries, as upstream's operator does, with virtop as the manager.
+// stampMetadata sets the labels and annotations upstream's operator stamps
+// on every object it applies (injectOperatorMetadata), with virtop as the
+// manager.
 func stampMetadata(o client.Object, cfg *config.DeploymentConfig) {
-	labels := o.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[vocab.ManagedByLabel] = vocab.ManagedByValue
-	labels[vocab.AppComponentLabel] = cmp.Or(cfg.ProductComponent, DefaultComponent)
-	labels[vocab.AppVersionLabel] = cmp.Or(cfg.ProductVersion, cfg.Version)
-	if cfg.ProductName != "" {
-		labels[vocab.AppPartOfLabel] = cfg.ProductName
-	}
-	o.SetLabels(labels)
-	ann := o.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[vocab.InstallStrategyVersionAnnotation] = cfg.Version
-	ann[vocab.InstallStrategyRegistryAnnotation] = cfg.Registry
-	ann[vocab.InstallStrategyIdentifierAnnotation] = cfg.ID
-	o.SetAnnotations(ann)
+	stampMeta(cfg, o.GetLabels(), o.GetAnnotations(), func(l, a map[string]string) {
+		o.SetLabels(l)
+		o.SetAnnotations(a)
+	})
 }
 
 // kindRank orders kinds inside a stage: what others refer to comes first.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
@@ -302,5 +303,23 @@ func BenchmarkEncodeConfigMap(b *testing.B) {
 		if _, err := s.ConfigMap("kubevirt"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkRenderEachRelease renders every release (VMExport on), after a
+// first render that parsed the release's data.
+func BenchmarkRenderEachRelease(b *testing.B) {
+	for _, v := range release.Versions() {
+		b.Run(v, func(b *testing.B) {
+			mutate := func(kv *kvv1.KubeVirt) {
+				kv.Spec.ImageTag = v
+				withFeatureGates("VMExport")(kv)
+			}
+			generateFor(b, mutate)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				generateFor(b, mutate)
+			}
+		})
 	}
 }

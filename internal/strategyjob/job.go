@@ -97,7 +97,9 @@ func Job(cfg *config.DeploymentConfig, image string) *batchv1.Job {
 			Image:           image,
 			ImagePullPolicy: cfg.ImagePullPolicy,
 			Command:         []string{Command, Subcommand},
-			Env:             []corev1.EnvVar{{Name: EnvDeploymentConfig, Value: cfg.JSON()}},
+			// The operator's KV_IO_EXTRA_ENV_* variables, prefix stripped,
+			// as upstream hands them to its Job (proxy settings, for one).
+			Env: append(cfg.PassthroughEnvVars(), corev1.EnvVar{Name: EnvDeploymentConfig, Value: cfg.JSON()}),
 			Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: CPURequest, corev1.ResourceMemory: MemoryRequest},
 				Limits:   corev1.ResourceList{corev1.ResourceCPU: CPULimit, corev1.ResourceMemory: MemoryLimit},

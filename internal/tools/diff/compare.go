@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -86,7 +88,32 @@ type Options struct {
 	// the objects and those of the object metadata inside them (pod
 	// templates, for example), not the labels of alerts and recording rules.
 	IgnoreMetadata bool
+	// ShowStamps compares what is ignored by default, in objects and pod
+	// templates alike: the version stamps (VersionStamps) and the
+	// bookkeeping (virtop's virtop.dev/... annotations and the
+	// app.kubernetes.io/managed-by label), which say nothing of what a
+	// component does and buried real changes between versions.
+	ShowStamps bool
 }
+
+// VersionStamps are the labels and annotations that only record which
+// version and registry an object was installed for (the
+// install-strategy-identifier annotation is always ignored).
+var VersionStamps = []string{
+	vocab.InstallStrategyVersionAnnotation,
+	vocab.InstallStrategyRegistryAnnotation,
+	"kubevirt.io/generation",
+	"app.kubernetes.io/version",
+}
+
+// bookkeepingPrefix starts virtop's own annotations (stage, gates,
+// certificate specs).
+const bookkeepingPrefix = "virtop.dev/"
+
+// managerLabel says which operator manages an object: bookkeeping too, and
+// on every object, so a comparison of virtop's strategy with upstream's
+// would otherwise list every object.
+const managerLabel = vocab.ManagedByLabel
 
 // Compare compares two lists of objects with the default options.
 func Compare(a, b []client.Object) Result { return Options{}.Compare(a, b) }
@@ -180,6 +207,8 @@ func (o Options) normalise(obj client.Object) map[string]interface{} {
 	delete(m, "status")
 	if o.IgnoreMetadata {
 		stripMetadata(m)
+	} else if !o.ShowStamps {
+		stripStamps(m)
 	}
 	md, _ := m["metadata"].(map[string]interface{})
 	if md == nil {
@@ -195,6 +224,34 @@ func (o Options) normalise(obj client.Object) map[string]interface{} {
 		}
 	}
 	return m
+}
+
+// stripStamps deletes the version stamps and virtop's bookkeeping from
+// every "metadata" map in v.
+func stripStamps(v interface{}) {
+	switch x := v.(type) {
+	case map[string]interface{}:
+		if md, ok := x["metadata"].(map[string]interface{}); ok {
+			for _, field := range []string{"labels", "annotations"} {
+				m, _ := md[field].(map[string]interface{})
+				for k := range m {
+					if strings.HasPrefix(k, bookkeepingPrefix) || k == managerLabel || slices.Contains(VersionStamps, k) {
+						delete(m, k)
+					}
+				}
+				if m != nil && len(m) == 0 {
+					delete(md, field)
+				}
+			}
+		}
+		for _, c := range x {
+			stripStamps(c)
+		}
+	case []interface{}:
+		for _, c := range x {
+			stripStamps(c)
+		}
+	}
 }
 
 // stripMetadata deletes the labels and annotations of every "metadata" map

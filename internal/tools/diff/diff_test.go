@@ -103,7 +103,7 @@ func operands() (a, b []client.Object) {
 
 func TestCompareKnownDifferences(t *testing.T) {
 	a, b := operands()
-	got := Compare(a, b)
+	got := Options{ShowStamps: true}.Compare(a, b)
 	want := Result{
 		Added:   []ObjectRef{{Kind: "ServiceAccount", Namespace: ns, Name: "kubevirt-apiserver"}},
 		Removed: []ObjectRef{{Kind: "ConfigMap", Namespace: ns, Name: "old-config"}},
@@ -134,7 +134,7 @@ func TestCompareKnownDifferences(t *testing.T) {
 	}
 
 	// Reversed operands swap added and removed.
-	rev := Compare(b, a)
+	rev := Options{ShowStamps: true}.Compare(b, a)
 	if !reflect.DeepEqual(rev.Added, want.Removed) || !reflect.DeepEqual(rev.Removed, want.Added) {
 		t.Errorf("reversed: added %v removed %v", rev.Added, rev.Removed)
 	}
@@ -162,12 +162,44 @@ changed:
 	if text := got.Text(); text != wantText {
 		t.Errorf("Text:\n%s\nwant:\n%s", text, wantText)
 	}
+
+	// By default the version stamps are not changes.
+	def := Compare(a, b)
+	if len(def.Changed) != 2 || len(def.Changed[0].Fields) != len(want.Changed[0].Fields)-2 {
+		t.Fatalf("default: %+v", def.Changed)
+	}
+	for _, f := range def.Changed[0].Fields {
+		if strings.HasPrefix(f.Path, "metadata.") {
+			t.Errorf("default comparison kept the stamp %s", f.Path)
+		}
+	}
+}
+
+// TestCompareStampsAndBookkeeping: objects that differ only in version
+// stamps and virtop's bookkeeping annotations are equal by default, also
+// in pod templates; ShowStamps shows them.
+func TestCompareStampsAndBookkeeping(t *testing.T) {
+	mk := func(version, stage string) []client.Object {
+		d := deployment(version, "id-"+version, 2, nil, nil)
+		d.Spec.Template.Annotations = map[string]string{"kubevirt.io/install-strategy-version": version}
+		d.Annotations["virtop.dev/stage"] = stage
+		d.Annotations["kubevirt.io/generation"] = version
+		d.Spec.Template.Spec.Containers[0].Image = "img"
+		return []client.Object{d}
+	}
+	a, b := mk("v1.5.0", "virt-api"), mk("v1.5.3", "other")
+	if got := Compare(a, b); !got.Equal() {
+		t.Errorf("default: %+v", got.Changed)
+	}
+	if got := (Options{ShowStamps: true}).Compare(a, b); len(got.Changed) != 1 || len(got.Changed[0].Fields) != 5 {
+		t.Errorf("ShowStamps: %+v", got.Changed)
+	}
 }
 
 func TestCompareIgnoreMetadata(t *testing.T) {
 	a, b := operands()
 	b[3].(*appsv1.Deployment).Spec.Template.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "now"}
-	if got := Compare(a, b); len(got.Changed[0].Fields) != 8 {
+	if got := (Options{ShowStamps: true}).Compare(a, b); len(got.Changed[0].Fields) != 8 {
 		t.Fatalf("the template annotation is not a change: %+v", got.Changed[0].Fields)
 	}
 	got := Options{IgnoreMetadata: true}.Compare(a, b)
@@ -341,7 +373,7 @@ func TestJSONSchema(t *testing.T) {
 	a, b := operands()
 	a = append(a, prometheusRule(monitoringv1.RuleGroup{Name: "g", Rules: []monitoringv1.Rule{rule("X", "", "a > b && c < d", "", nil, nil)}}))
 	b = append(b, prometheusRule(monitoringv1.RuleGroup{Name: "g", Rules: []monitoringv1.Rule{rule("X", "", "2", "", nil, nil)}}))
-	js, err := Compare(a, b).JSON()
+	js, err := Options{ShowStamps: true}.Compare(a, b).JSON()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -529,12 +561,18 @@ func TestLoadErrors(t *testing.T) {
 	s := testStrategy()
 	manifests := printObjs(t, s.Objects, "yaml")
 	cm := upstreamConfigMap(gzipBase64(t, manifests), true)
+	// One key twice with different content; identical copies are
+	// upstream's quirk and kept once (below).
+	changed := s.Objects[0].DeepCopyObject().(client.Object)
+	changed.SetLabels(map[string]string{"changed": "yes"})
 	dup := append([]client.Object{}, s.Objects...)
-	dup = append(dup, s.Objects[0])
+	dup = append(dup, changed)
+	cm2 := cm.DeepCopy()
+	cm2.Name += "-other"
 	corrupt := upstreamConfigMap("H4sIAAAA-not-base64", true)
 	for name, data := range map[string][]byte{
 		"empty.yaml":         []byte("# nothing\n"),
-		"two-strategies.yml": printObjs(t, []client.Object{cm, cm}, "yaml"),
+		"two-strategies.yml": printObjs(t, []client.Object{cm, cm2}, "yaml"),
 		"cm-and-more.yaml":   printObjs(t, append([]client.Object{cm}, s.Objects...), "yaml"),
 		"duplicate.yaml":     printObjs(t, dup, "yaml"),
 		"not-yaml.yaml":      []byte("{{{"),
@@ -551,6 +589,12 @@ func TestLoadErrors(t *testing.T) {
 	}
 	if _, err := Load("", nil); err == nil {
 		t.Error("empty operand loaded")
+	}
+	// An object listed twice identically, as upstream lists its CA
+	// ConfigMaps, is one object.
+	twice := append(append([]client.Object{}, s.Objects...), s.Objects[0])
+	if objs, err := Load(writeFile(t, "twice.yaml", printObjs(t, twice, "yaml")), nil); err != nil || len(objs) != len(s.Objects) {
+		t.Errorf("identical duplicate: %d objects, %v; want %d", len(objs), err, len(s.Objects))
 	}
 	// A ConfigMap without the label is an ordinary object of a dump.
 	plain := configMap("not-a-strategy")

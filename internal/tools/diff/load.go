@@ -31,8 +31,29 @@ type RenderFunc func(version string) (*strategy.Strategy, error)
 // one ConfigMap labelled kubevirt.io/install-strategy (virtop's, or
 // upstream's, gzip+base64-encoded or plain) gives the objects of the
 // strategy it carries; any other file is read as a YAML stream or JSON List
-// of objects.
+// of objects, gzipped or not. Upstream's quirks (duplicate CA ConfigMaps,
+// odd apiVersions) are undone while reading (strategy.DecodeManifests).
 func Load(operand string, render RenderFunc) ([]client.Object, error) {
+	return Loader{Render: render}.Load(operand)
+}
+
+// UpstreamFunc brings an install strategy written by upstream's operator,
+// of a KubeVirt version, to what that operator applies
+// (strategy.AsAppliedByUpstream for the rendering flags' config), so it
+// compares with virtop's, which folds those steps into the strategy.
+type UpstreamFunc func(version string, objs []client.Object) ([]client.Object, error)
+
+// Loader loads operands: Render renders version: operands, Upstream (when
+// set) treats upstream's strategies.
+type Loader struct {
+	Render   RenderFunc
+	Upstream UpstreamFunc
+}
+
+// Load reads one operand, as the package function Load does; a strategy of
+// upstream's operator is passed through Upstream.
+func (l Loader) Load(operand string) ([]client.Object, error) {
+	render := l.Render
 	if v, ok := strings.CutPrefix(operand, VersionPrefix); ok {
 		if v == "" {
 			return nil, fmt.Errorf("operand %q names no version (want version:<tag>, for example version:v1.5.3)", operand)
@@ -53,7 +74,7 @@ func Load(operand string, render RenderFunc) ([]client.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, err := strategy.DecodeManifests(data)
+	objs, err := strategy.ReadManifests(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", operand, err)
 	}
@@ -69,13 +90,33 @@ func Load(operand string, render RenderFunc) ([]client.Object, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", operand, err)
 		}
-		return checkOperand(operand, s.Objects)
+		return l.upstream(operand, s.Version, s.Objects)
 	case len(cms) > 0:
 		// A list of several strategy ConfigMaps (kubectl get -l ...), or one
 		// mixed with other objects: which strategy was meant is a guess.
 		return nil, fmt.Errorf("%s: holds %d install-strategy ConfigMaps among %d objects; give a file with exactly one ConfigMap, or a dump", operand, len(cms), len(objs))
 	}
-	return checkOperand(operand, objs)
+	return l.upstream(operand, "", objs)
+}
+
+// upstream checks an operand and, when upstream's operator wrote it and an
+// UpstreamFunc is set, brings it to what that operator applies.
+func (l Loader) upstream(operand, version string, objs []client.Object) ([]client.Object, error) {
+	objs, err := checkOperand(operand, objs)
+	if err != nil || l.Upstream == nil || !strategy.IsUpstream(objs) {
+		return objs, err
+	}
+	if version == "" {
+		version = strategy.UpstreamVersion(objs)
+	}
+	if version == "" {
+		return nil, fmt.Errorf("%s: an upstream strategy without a virt-api image to tell its version", operand)
+	}
+	out, err := l.Upstream(version, objs)
+	if err != nil {
+		return nil, fmt.Errorf("%s (upstream's strategy of %s): %w", operand, version, err)
+	}
+	return out, nil
 }
 
 func isStrategyConfigMap(cm *corev1.ConfigMap) bool {
