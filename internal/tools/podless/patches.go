@@ -21,7 +21,8 @@ const WebhookTimeoutSeconds = 2
 // WebhookPatches returns customizeComponents patches that set every
 // webhook of the strategy for kv to failurePolicy Ignore with a short
 // timeout. They are JSON patches by index, rendered from the strategy
-// itself so they follow the version's webhook list.
+// itself so they follow the version's webhook list; "add" sets a field
+// whether the webhook has it or not (virt-template's set no timeout).
 func WebhookPatches(kv *kvv1.KubeVirt) ([]kvv1.CustomizeComponentsPatch, error) {
 	probe := kv.DeepCopy()
 	probe.Spec.CustomizeComponents = kvv1.CustomizeComponents{}
@@ -38,8 +39,8 @@ func WebhookPatches(kv *kvv1.KubeVirt) ([]kvv1.CustomizeComponentsPatch, error) 
 		var ops []map[string]any
 		for i := 0; i < n; i++ {
 			ops = append(ops,
-				map[string]any{"op": "replace", "path": fmt.Sprintf("/webhooks/%d/failurePolicy", i), "value": "Ignore"},
-				map[string]any{"op": "replace", "path": fmt.Sprintf("/webhooks/%d/timeoutSeconds", i), "value": WebhookTimeoutSeconds})
+				map[string]any{"op": "add", "path": fmt.Sprintf("/webhooks/%d/failurePolicy", i), "value": "Ignore"},
+				map[string]any{"op": "add", "path": fmt.Sprintf("/webhooks/%d/timeoutSeconds", i), "value": WebhookTimeoutSeconds})
 		}
 		b, err := json.Marshal(ops)
 		if err != nil {
