@@ -309,7 +309,7 @@ func (s *installed) testSelectorNeverMatches(t *testing.T) {
 	}})
 	r := s.doctorUntil(t, "MonitoringArtefact naming the selection", verdictIs("MonitoringArtefact", "monitoring/servicemonitor-selection", "fail"))
 	expect(t, r, 1, []string{linkSelection}, "monitoring/servicemonitor-selection", "fail",
-		"no Prometheus selects KubeVirt's ServiceMonitor", devcluster.MonitoringNamespace+"/"+devcluster.PrometheusName, "does not match labels")
+		"no Prometheus selects KubeVirt's ServiceMonitor", devcluster.MonitoringNamespace+"/"+devcluster.PrometheusName, "cannot match")
 }
 
 func (s *installed) testServiceWithoutEndpoints(t *testing.T) {
