@@ -41,6 +41,10 @@ const (
 	CheckStrategyJob     = "install/strategy-job"
 	CheckAPIService      = "install/apiservice"
 	CheckShortNames      = "names/short"
+	CheckNodePressure    = "controlplane/node-pressure"
+	CheckGitOps          = "gitops/owner"
+	CheckUpgrade         = "install/upgrade"
+	kubeVirtCRD          = "kubevirts.kubevirt.io"
 	metricsPortName      = "metrics"
 	metricsPortNumber    = 8443
 	apiServiceName       = "v1.subresources.kubevirt.io"
@@ -58,7 +62,10 @@ func Checks(f *Facts) []Check {
 		checkComponent(f, vocab.VirtHandler, GroupCluster),
 		checkComponent(f, vocab.VirtOperator, GroupCluster),
 		checkNodes(f),
+		checkNodePressure(f),
 		checkKubeVirt(f),
+		checkGitOps(f),
+		checkUpgrade(f),
 		checkEvents(f),
 		checkWorkloads(f),
 		checkStrategyJob(f),

@@ -132,7 +132,7 @@ func TestVerdicts(t *testing.T) {
 				removePods(f, "virt-api")
 				f.deployment("virt-api").Spec.Replicas = ptr.To(int32(0))
 			},
-			reason:    []string{"controlplane/virt-api", "Running VMs keep running"},
+			reason:    []string{"controlplane/virt-api", "2 VMs keep running", "lifecycle operations"},
 			checkName: "controlplane/virt-api", checkState: Fail, evidence: []string{"0 of 0 pods ready", "Deployment virt-api wants 0"},
 		},
 		{

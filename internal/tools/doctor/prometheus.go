@@ -40,14 +40,17 @@ var controlPlaneAlerts = map[string]bool{
 	"LowVirtAPICount": true, "LowVirtControllersCount": true, "LowReadyVirtControllersCount": true,
 }
 
-// GatherPrometheus reads what doctor needs from the Prometheus HTTP API at
-// url: the KubeVirt targets' up series, which kubevirt_* metrics are
-// scraped, the loaded rules and the active alerts. Every query is a read.
-func GatherPrometheus(ctx context.Context, url, namespace string, timeout time.Duration) *PromFacts {
-	pf := &PromFacts{URL: url}
-	client, err := promapi.NewClient(promapi.Config{Address: url})
+// GatherPrometheus reads what doctor needs from the Prometheus HTTP API of
+// ep: its build, the KubeVirt targets' up series, which kubevirt_* metrics
+// are scraped, the loaded rules and the active alerts. Every request is a
+// GET (a read, also for RBAC through the API server's service proxy).
+func GatherPrometheus(ctx context.Context, ep Endpoint, namespace string, timeout time.Duration) *PromFacts {
+	pf := &PromFacts{URL: ep.URL, Source: ep.Source}
+	pf.Source.URL = ep.URL
+	client, err := promapi.NewClient(promapi.Config{Address: ep.URL, RoundTripper: getOnly(ep.Transport)})
 	if err != nil {
 		pf.Err = err
+		pf.Source.Error = err.Error()
 		return pf
 	}
 	api := promv1.NewAPI(client)
@@ -64,10 +67,15 @@ func GatherPrometheus(ctx context.Context, url, namespace string, timeout time.D
 		// An unreachable Prometheus fails every query the same way.
 		if _, ok := err.(*promv1.Error); !ok {
 			pf.Err = err
+			pf.Source.Error = err.Error()
 			return pf
 		}
 	} else {
 		pf.Up = samples(v)
+	}
+	pf.Source.Answered = true
+	if bi, err := api.Buildinfo(ctx); err == nil {
+		pf.Source.Version = bi.Version
 	}
 
 	pf.MetricNames, pf.MetricsErr = countBy(ctx, api, now, "__name__", metrics.KubeVirtJob)
@@ -159,6 +167,10 @@ func (f *Facts) promUnreachable(c Check) (Check, bool) {
 	}
 	c.Status = Skipped
 	c.Group = GroupInfo
+	if f.Prometheus.URL == "" {
+		c.Evidence = fmt.Sprintf("skipped: %v", f.Prometheus.Err)
+		return c, true
+	}
 	c.Evidence = fmt.Sprintf("skipped: could not query Prometheus at %s: %v", f.Prometheus.URL, f.Prometheus.Err)
 	return c, true
 }

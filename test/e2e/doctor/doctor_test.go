@@ -240,7 +240,7 @@ func (s *installed) testVirtAPIScaledToZero(t *testing.T) {
 		return n == 0, fmt.Errorf("%d virt-api pods left", n)
 	})
 	r := s.doctorUntil(t, "ControlPlaneDown naming virt-api", verdictIs("ControlPlaneDown", "controlplane/virt-api", "fail"))
-	expect(t, r, 1, []string{"controlplane/virt-api", "Running VMs keep running"}, "controlplane/virt-api", "fail", "0 of 0 pods ready", "Deployment virt-api wants 0")
+	expect(t, r, 1, []string{"controlplane/virt-api", "lifecycle operations"}, "controlplane/virt-api", "fail", "0 of 0 pods ready", "Deployment virt-api wants 0")
 	// The operator stopped and released its Lease: nothing reconciles.
 	expect(t, r, 1, nil, "controlplane/virt-operator", "fail", "Lease kubevirt/virt-operator is released", "Nothing reconciles")
 	expect(t, r, 1, nil, "workloads", "ok", "Running VMs keep running")
