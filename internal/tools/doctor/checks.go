@@ -51,6 +51,18 @@ const (
 	recentWarningsWindow = time.Hour
 )
 
+// CheckNames lists every check doctor has, in its order; docs/doctor.md
+// documents each (a test holds the two, and the code, together).
+func CheckNames() []string {
+	return []string{
+		CheckVirtAPI, CheckVirtController, CheckVirtHandler, CheckVirtOperator, CheckNodes, CheckNodePressure,
+		CheckKubeVirt, CheckGitOps, CheckUpgrade, CheckEvents, CheckWorkloads, CheckStrategyJob, CheckAPIService,
+		CheckPrometheus, CheckMetricsService, CheckEndpointSlices, CheckServiceMonitor, CheckSMSelection,
+		CheckMonitoringRBAC, CheckNetworkPolicy, CheckPrometheusRule, CheckStrategy,
+		CheckPromTarget, CheckPromMetrics, CheckPromRules, CheckPromAlerts, CheckShortNames,
+	}
+}
+
 // Checks evaluates every check, in the order doctor prints them: the
 // control plane, the installation, workloads, the metrics path link by
 // link, Prometheus, and names.

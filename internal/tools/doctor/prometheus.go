@@ -2,6 +2,8 @@ package doctor
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -64,10 +66,11 @@ func GatherPrometheus(ctx context.Context, ep Endpoint, namespace string, timeou
 	v, _, _, err := api.Query(ctx, q, now)
 	if err != nil {
 		pf.UpErr = err
-		// An unreachable Prometheus fails every query the same way.
-		if _, ok := err.(*promv1.Error); !ok {
-			pf.Err = err
-			pf.Source.Error = err.Error()
+		// An unreachable Prometheus, or a proxy in front of it that
+		// refuses, fails every query the same way.
+		if !answeredWithError(err) {
+			pf.Err = unanswered(err)
+			pf.Source.Error = pf.Err.Error()
 			return pf
 		}
 	} else {
@@ -118,6 +121,35 @@ func GatherPrometheus(ctx context.Context, ep Endpoint, namespace string, timeou
 		}
 	}
 	return pf
+}
+
+// answeredWithError: the error is Prometheus's own answer to a query (its
+// API's 400 or 422 with an error body), not a failure to reach it or a
+// refusal by something in front of it (an HTTP error with any other body).
+func answeredWithError(err error) bool {
+	var pe *promv1.Error
+	return errors.As(err, &pe) && pe.Detail == "" && pe.Type != promv1.ErrBadResponse
+}
+
+// unanswered words a failure to reach Prometheus, with the first line of
+// the body of an HTTP error (401 Unauthorized, the API server's 503 for a
+// Service without endpoints...).
+func unanswered(err error) error {
+	var pe *promv1.Error
+	if !errors.As(err, &pe) || pe.Detail == "" {
+		return err
+	}
+	detail := strings.TrimSpace(pe.Detail)
+	var st struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal([]byte(detail), &st) == nil && st.Message != "" {
+		detail = st.Message
+	}
+	if i := strings.IndexByte(detail, '\n'); i >= 0 {
+		detail = detail[:i]
+	}
+	return fmt.Errorf("%s (%s)", pe.Msg, oneLine(detail))
 }
 
 func countBy(ctx context.Context, api promv1.API, now time.Time, label, job string) (map[string]int, error) {
