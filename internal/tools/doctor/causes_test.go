@@ -505,4 +505,3 @@ func TestCheckNamesComplete(t *testing.T) {
 		}
 	}
 }
-

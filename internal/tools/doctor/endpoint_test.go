@@ -113,8 +113,8 @@ func TestPrometheusOptions(t *testing.T) {
 	host := "https://127.0.0.1:6443"
 	for u, want := range map[string]bool{
 		host + "/api/v1/namespaces/monitoring/services/http:prometheus-operated:web/proxy/":       true,
-		host + "/api/v1/namespaces/monitoring/services/prometheus-k8s:9090/proxy":                  true,
-		host + "/api/v1/namespaces/monitoring/pods/prometheus-k8s-0/proxy/":                        false,
+		host + "/api/v1/namespaces/monitoring/services/prometheus-k8s:9090/proxy":                 true,
+		host + "/api/v1/namespaces/monitoring/pods/prometheus-k8s-0/proxy/":                       false,
 		"https://thanos.example/api/v1/namespaces/monitoring/services/http:prometheus:web/proxy/": false,
 	} {
 		if got := IsServiceProxyURL(u, host); got != want {
