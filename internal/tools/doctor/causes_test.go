@@ -360,7 +360,7 @@ func TestGitOpsOwners(t *testing.T) {
 		hint    string
 	}{
 		{"Flux build failed", failed, Fail, GroupCluster, Degraded,
-			[]string{"Flux Kustomization flux-system/kubevirt, which applies KubeVirt kubevirt/kubevirt, is not Ready since 2026-10-01T11:48:00Z (12m0s ago) (BuildFailed: kustomize build failed", "it builds from GitRepository flux-system/fleet path ./kubevirt", "GitOperationFailed"},
+			[]string{"Flux Kustomization flux-system/kubevirt, which applies KubeVirt kubevirt/kubevirt, is not Ready since 2026-10-01T11:48:00Z (12m0s ago): BuildFailed: kustomize build failed", "it builds from GitRepository flux-system/fleet path ./kubevirt", "GitOperationFailed"},
 			"flux reconcile kustomization kubevirt -n flux-system --with-source"},
 		{"Flux ready", GitOpsOwner{Kind: KindHelmRelease, Namespace: "flux-system", Name: "virtop", Objects: owned, Ready: "True", Revision: "0.1.0"}, OK, GroupCluster, Healthy,
 			[]string{"Flux HelmRelease flux-system/virtop applies KubeVirt kubevirt/kubevirt: Ready, revision 0.1.0"}, ""},

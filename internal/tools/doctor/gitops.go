@@ -491,7 +491,7 @@ func (f *Facts) judge(o GitOpsOwner) (ownerState, string) {
 		if o.Stalled != "" && o.Ready != "False" {
 			why = "Stalled " + o.Stalled
 		}
-		return ownerFailed, fmt.Sprintf("%s, which applies %s, is not Ready%s (%s): changes to it are not applied%s", o, applies, since, why, src)
+		return ownerFailed, fmt.Sprintf("%s, which applies %s, is not Ready%s: %s; changes to it are not applied%s", o, applies, since, why, src)
 	case o.Ready == "True":
 		return ownerOK, fmt.Sprintf("%s applies %s: Ready%s%s", o, applies, rev, src)
 	case o.Ready == "Unknown":
