@@ -197,7 +197,7 @@ func (e *Env) StartPrometheusWith(t testing.TB, openMetrics string, ruleFiles ma
 		}
 		p := &Process{
 			t: t, Name: "prometheus", Bin: bin,
-			Args: args,
+			Args:    args,
 			LogPath: filepath.Join(e.LogDir(), fmt.Sprintf("%s.prometheus.%d.log", safe, time.Now().UnixNano())),
 		}
 		t.Cleanup(func() {
