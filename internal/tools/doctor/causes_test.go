@@ -73,7 +73,7 @@ func TestVMLine(t *testing.T) {
 				removePods(f, "virt-api")
 				f.Workloads = Workloads{ByPhase: map[string]int{}, RunningByNode: map[string]int{}}
 			},
-			want: []string{"No VM is running", "creating and starting VMs fails"},
+			want: []string{"No VM is running", "lifecycle operations (create, start) fail"},
 		},
 		{
 			name: "VMs on a NotReady node may be down",

@@ -29,7 +29,7 @@ func (f *Facts) vmLine() string {
 	var b strings.Builder
 	if f.controlPlaneDown() {
 		if w.VMIsRunning == 0 {
-			b.WriteString("No VM is running (no Running VMI), so none is affected; creating and starting VMs fails until virt-api and virt-controller are back")
+			b.WriteString("No VM is running (no Running VMI), so none is affected; lifecycle operations (create, start) fail until virt-api and virt-controller are back")
 		} else {
 			fmt.Fprintf(&b, "%d %s keep running%s; lifecycle operations (create, start, stop, migrate, console) fail until virt-api and virt-controller are back", w.VMIsRunning, plural(w.VMIsRunning, "VM", "VMs"), at)
 		}
