@@ -139,7 +139,7 @@ func TestEtcdStopStart(t *testing.T) {
 	start := time.Now()
 	env.StartEtcd(t)
 	t.Logf("MEASURE API server ready %s after etcd restart", time.Since(start).Round(10*time.Millisecond))
-	poll.Eventually(t, "namespace "+ns+" to be readable", 0, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "namespace "+ns+" to be readable", framework.DefaultTimeout, func(ctx context.Context) (bool, error) {
 		_, err := env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		return err == nil, err
 	})
