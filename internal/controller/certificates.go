@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/certs"
@@ -21,8 +20,6 @@ var certificateExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "virtop_certificate_expiry_timestamp_seconds",
 	Help: "When each KubeVirt certificate virtop manages expires (Unix seconds), by Secret name.",
 }, []string{"secret"})
-
-func init() { metrics.Registry.MustRegister(certificateExpiry) }
 
 // fillCertificates gives the planned certificate Secrets, CA ConfigMaps,
 // webhooks, APIServices and Routes their certificate data: live
