@@ -47,8 +47,8 @@ func TestRulesPrint(t *testing.T) {
 			}
 		}
 	}
-	if pr.Kind != "PrometheusRule" || alerts != 28 {
-		t.Errorf("kind %s, %d alerts; want PrometheusRule with 28 (27 upstream + KubeVirtControlPlaneDown)", pr.Kind, alerts)
+	if pr.Kind != "PrometheusRule" || alerts != 30 {
+		t.Errorf("kind %s, %d alerts; want PrometheusRule with 30 (27 upstream + virtop's three)", pr.Kind, alerts)
 	}
 
 	if code, _, _ := runCLI("rules", "--version", "v0.0.1"); code != 2 {

@@ -55,7 +55,7 @@ func init() {
 // Collectors are the controller's metrics, for the test that holds the
 // metric catalogue to what virtop exports.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{strategyGenerationSeconds, appliedObjects, operatorReady, operatorLeading, emulationEnabled, monitoringGate, kubevirtCondition, certificateExpiry}
+	return []prometheus.Collector{strategyGenerationSeconds, appliedObjects, operatorReady, operatorLeading, emulationEnabled, monitoringGate, kubevirtCondition, certificateExpiry, certificateRenewal}
 }
 
 var (

@@ -80,7 +80,7 @@ func TestKubeVirtTargetLabels(t *testing.T) {
 // docs/observability/metrics.md lists them (entries of kind Metric; v1.5.x
 // docs mix in the recording rules, which are left out here), and as a
 // virtop install exposes them: upstream's three virt-operator-only gauges
-// are virtop's too, and virtop adds its own six.
+// are virtop's too, and virtop adds its own seven.
 func TestCounts(t *testing.T) {
 	upstream := map[string]int{"v1.5.0": 93, "v1.5.3": 94, "v1.6.6": 100, "v1.7.4": 101, "v1.8.4": 103, "v1.9.0": 105}
 	for v, want := range upstream {

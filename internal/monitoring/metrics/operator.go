@@ -19,6 +19,7 @@ var operatorMetrics = []Metric{
 	{Name: "kubevirt_rest_client_requests_total", Type: Counter, Labels: []string{"code", "method", "host", "resource", "verb"}},
 	// virtop's own.
 	{Name: VirtopCertificateExpiry, Type: Gauge, Labels: []string{"secret"}},
+	{Name: VirtopCertificateRenewal, Type: Gauge, Labels: []string{"secret"}},
 	{Name: VirtopKubeVirtCondition, Type: Gauge, Labels: []string{"condition", "reason"}},
 	{Name: VirtopMonitoringGate, Type: Gauge, Labels: []string{"state"}},
 	{Name: "virtop_strategy_generation_seconds", Type: Histogram},
@@ -31,6 +32,9 @@ const (
 	// VirtopCertificateExpiry is when each certificate virtop manages
 	// expires, in Unix seconds, by Secret name.
 	VirtopCertificateExpiry = "virtop_certificate_expiry_timestamp_seconds"
+	// VirtopCertificateRenewal is when virtop renews each certificate, in
+	// Unix seconds, by Secret name.
+	VirtopCertificateRenewal = "virtop_certificate_renewal_timestamp_seconds"
 	// VirtopKubeVirtCondition is 1 while a condition of the KubeVirt
 	// resource is True, else 0, with its current reason.
 	VirtopKubeVirtCondition = "virtop_kubevirt_condition"

@@ -301,8 +301,8 @@ func validateAlerts(set rules.RuleSet, in Input, list []v1alpha1.AlertTuning, ba
 			continue
 		}
 		seen[at.Name] = true
-		a, ok := set.Alert(at.Name)
-		if !ok {
+		variants := set.AlertRules(at.Name)
+		if len(variants) == 0 {
 			errs = append(errs, field.Invalid(p.Child("name"), at.Name, fmt.Sprintf("no alert %s in the rules of KubeVirt %s (alerts: %s)", at.Name, in.Version, strings.Join(set.AlertNames(), ", "))))
 			continue
 		}
@@ -325,11 +325,8 @@ func validateAlerts(set rules.RuleSet, in Input, list []v1alpha1.AlertTuning, ba
 				bad = true
 			}
 		}
-		params := a.Defaults()
-		var declared []string
-		for _, d := range a.Parameters {
-			declared = append(declared, d.Name)
-		}
+		params := rules.DeclaredParameters(variants)
+		declared := sortedKeys(params)
 		for _, k := range sortedKeys(at.Parameters) {
 			v := string(at.Parameters[k])
 			pp := p.Child("parameters").Child(k)
@@ -352,9 +349,16 @@ func validateAlerts(set rules.RuleSet, in Input, list []v1alpha1.AlertTuning, ba
 			params[k] = v
 		}
 		if len(at.Parameters) > 0 && !bad {
-			if _, err := rules.ParseExpr(a.Expr(in.Namespace, params)); err != nil {
-				errs = append(errs, field.Invalid(p.Child("parameters"), stringMap(at.Parameters), "the alert's expression does not parse with these values: "+err.Error()))
-				bad = true
+			for _, a := range variants {
+				vp := a.Defaults()
+				for k := range vp {
+					vp[k] = params[k]
+				}
+				if _, err := rules.ParseExpr(a.Expr(in.Namespace, vp)); err != nil {
+					errs = append(errs, field.Invalid(p.Child("parameters"), stringMap(at.Parameters), "the alert's expression does not parse with these values: "+err.Error()))
+					bad = true
+					break
+				}
 			}
 		}
 		if bad {
