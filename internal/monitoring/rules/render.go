@@ -8,6 +8,7 @@ import (
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
 )
 
 // Group names, as upstream's rule library names them.
@@ -246,6 +247,14 @@ func renderAlert(a Alert, p Params, opts Options) monitoringv1.Rule {
 		r.For = &d
 	}
 	return r
+}
+
+// RuleFile writes a PrometheusRule spec as a plain Prometheus rule file
+// (top-level groups:), the form promtool check rules, pint and the Thanos
+// and Mimir rulers read. Strings that YAML 1.1 readers would take for
+// booleans or numbers are quoted.
+func RuleFile(spec *monitoringv1.PrometheusRuleSpec) ([]byte, error) {
+	return yaml.Marshal(spec)
 }
 
 // CheckRunbookURLTemplate checks the template holds exactly one %s and no
