@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+
+	"github.com/virtop-dev/virtop/internal/catalog"
 )
 
 func runCLI(args ...string) (int, string, string) {
@@ -178,5 +181,29 @@ func TestRulesTestRunAndJUnit(t *testing.T) {
 	}
 	if code, _, _ := runCLI("rules", "test", "--run", "(", f); code != 2 {
 		t.Errorf("bad --run: exit %d, want 2", code)
+	}
+}
+
+// TestPromtoolChecksCLIRuleFile: `virtop rules -o rulefile` of every catalog
+// release passes Debian's promtool check rules (VIRTOP_PROMTOOL; make
+// test-rules-promtool sets it).
+func TestPromtoolChecksCLIRuleFile(t *testing.T) {
+	bin := os.Getenv("VIRTOP_PROMTOOL")
+	if bin == "" {
+		t.Skip("VIRTOP_PROMTOOL is not set (make test-rules-promtool sets it to Debian's promtool)")
+	}
+	dir := t.TempDir()
+	for _, v := range catalog.Builtin().Versions() {
+		code, out, stderr := runCLI("rules", "--version", v, "-o", "rulefile")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", v, code, stderr)
+		}
+		f := filepath.Join(dir, v+".yaml")
+		if err := os.WriteFile(f, []byte(out), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := exec.Command(bin, "check", "rules", f).CombinedOutput(); err != nil || !strings.Contains(string(b), "SUCCESS") {
+			t.Errorf("%s: promtool check rules: %v\n%s", v, err, b)
+		}
 	}
 }
