@@ -384,6 +384,9 @@ func (in *inferrer) selector(vs *parser.VectorSelector) labelSet {
 	for _, l := range s.Metric.Labels {
 		ls[l] = true
 	}
+	if s.Metric.Type == metrics.Histogram && strings.HasSuffix(name, "_bucket") {
+		ls["le"] = true
+	}
 	for l := range s.Metric.AllowListed {
 		ls[l] = true
 	}
