@@ -84,6 +84,8 @@ type Result struct {
 	TunedAlerts    []string
 	// AdditionalRules counts the rules of the additional groups.
 	AdditionalRules int
+	// DashboardDisabled leaves the Grafana dashboard ConfigMap out.
+	DashboardDisabled bool
 }
 
 // SetStatus writes what the result applied into a status (the lists and
@@ -197,6 +199,7 @@ func Render(in Input, t *v1alpha1.KubeVirtMonitoring) (*Result, error) {
 	res := &Result{}
 	spec := field.NewPath("spec")
 	errs := validateMetadata(t, spec, res)
+	res.DashboardDisabled = t.Spec.Dashboard != nil && t.Spec.Dashboard.Disabled
 
 	opts := rules.Options{
 		RuleSet:            in.RuleSet,

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	virtopv1alpha1 "github.com/virtop-dev/virtop/api/v1alpha1"
 	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/monitoring/dashboard"
 	"github.com/virtop-dev/virtop/internal/operator"
@@ -65,6 +66,25 @@ func TestGrafanaDashboard(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: components.DashboardConfigMapName}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a dashboard ConfigMap in the install namespace too: %v", err)
 	}
+
+	// A KubeVirtMonitoring that disables the dashboard removes it; without
+	// it the dashboard comes back.
+	tu := &virtopv1alpha1.KubeVirtMonitoring{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tuning"},
+		Spec: virtopv1alpha1.KubeVirtMonitoringSpec{Dashboard: &virtopv1alpha1.DashboardTuning{Disabled: true}}}
+	if err := c.Create(ctx, tu); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, "dashboard ConfigMap removed by the tuning", 2*time.Minute, func() (bool, string) {
+		err := c.Get(ctx, key, &corev1.ConfigMap{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	if err := c.Delete(ctx, tu); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, "dashboard ConfigMap back", 2*time.Minute, func() (bool, string) {
+		err := c.Get(ctx, key, &corev1.ConfigMap{})
+		return err == nil, fmt.Sprint(err)
+	})
 
 	// The convention goes; the next pass (here: the Prometheus changes)
 	// removes the dashboard.
