@@ -59,18 +59,19 @@ func (v verdict) String() string {
 	return fmt.Sprintf("failed: %s", strings.Join(v.failures, "; "))
 }
 
-func runPromtool(t *testing.T, bin, file string) verdict {
-	t.Helper()
+// runPromtool runs promtool on a file; it runs beside the test's
+// goroutine, so it returns errors instead of failing the test.
+func runPromtool(bin, file string) (verdict, error) {
 	cmd := exec.Command(bin, "test", "rules", file)
 	cmd.Dir = filepath.Dir(file)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
-		return verdict{passed: true}
+		return verdict{passed: true}, nil
 	case errors.As(err, &ee) && ee.ExitCode() == 1:
 	default:
-		t.Fatalf("promtool test rules %s: %v\n%s", file, err, out)
+		return verdict{}, fmt.Errorf("promtool test rules %s: %v\n%s", file, err, out)
 	}
 	v := verdict{}
 	name := ""
@@ -87,7 +88,7 @@ func runPromtool(t *testing.T, bin, file string) verdict {
 		if m := ptExpr.FindStringSubmatch(l); m != nil {
 			var e string
 			if _, err := fmt.Sscanf(m[1], "%q", &e); err != nil {
-				t.Fatalf("promtool printed an expression we cannot read: %s", l)
+				return verdict{}, fmt.Errorf("promtool printed an expression we cannot read: %s", l)
 			}
 			v.failures = append(v.failures, "|expr:"+e+"|"+m[2])
 			continue
@@ -97,10 +98,10 @@ func runPromtool(t *testing.T, bin, file string) verdict {
 		}
 	}
 	if len(v.failures) == 0 {
-		t.Fatalf("promtool failed %s without a failure we can read:\n%s", file, out)
+		return verdict{}, fmt.Errorf("promtool failed %s without a failure we can read:\n%s", file, out)
 	}
 	sort.Strings(v.failures)
-	return v
+	return v, nil
 }
 
 func runVirtop(t *testing.T, file string) verdict {
@@ -151,7 +152,19 @@ func runVirtop(t *testing.T, file string) verdict {
 // the number of expectations the file holds and whether it failed.
 func compareTools(t *testing.T, bin, file string) (cases int, failed bool) {
 	t.Helper()
-	p, v := runPromtool(t, bin, file), runVirtop(t, file)
+	// The two run side by side (each is single-threaded for a file).
+	type result struct {
+		v   verdict
+		err error
+	}
+	pc := make(chan result, 1)
+	go func() { v, err := runPromtool(bin, file); pc <- result{v, err} }()
+	v := runVirtop(t, file)
+	pr := <-pc
+	if pr.err != nil {
+		t.Fatal(pr.err)
+	}
+	p := pr.v
 	if p.passed != v.passed || strings.Join(p.failures, "\n") != strings.Join(v.failures, "\n") {
 		t.Errorf("%s: promtool and virtop disagree\n  promtool: %s\n  virtop:   %s", file, p, v)
 	}
