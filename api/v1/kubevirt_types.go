@@ -182,15 +182,43 @@ type KubeVirtConfiguration struct {
 	DeveloperConfiguration *DeveloperConfiguration `json:"developerConfiguration,omitempty"`
 	// +optional
 	CommonInstancetypesDeployment *CommonInstancetypesDeployment `json:"commonInstancetypesDeployment,omitempty"`
+	// MigrationConfiguration: virtop reads the migration network.
+	// +optional
+	MigrationConfiguration *MigrationConfiguration `json:"migrations,omitempty"`
+	// VirtualMachineInstancesPerNode caps the VMIs virt-handler runs on a
+	// node (its --max-devices).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	VirtualMachineInstancesPerNode *int `json:"virtualMachineInstancesPerNode,omitempty"`
 }
 
-// DeveloperConfiguration holds the feature gates.
+// MigrationConfiguration is the part of the migration settings virtop reads.
+// +kubebuilder:pruning:PreserveUnknownFields
+type MigrationConfiguration struct {
+	// Network is the name of a Multus NetworkAttachmentDefinition that
+	// virt-handler joins (interface migration0) for migrations.
+	// +optional
+	Network *string `json:"network,omitempty"`
+}
+
+// DeveloperConfiguration holds the feature gates and the emulation switch.
 // +kubebuilder:pruning:PreserveUnknownFields
 type DeveloperConfiguration struct {
 	// FeatureGates enabled for this installation.
 	// +listType=atomic
 	// +optional
 	FeatureGates []string `json:"featureGates,omitempty"`
+	// UseEmulation lets VMs fall back to software emulation where a node
+	// has no hardware virtualization (upstream's field; virt-handler and
+	// virt-launcher read it). virtop renders nothing differently for it
+	// and reports it as the kubevirt_configuration_emulation_enabled gauge.
+	// +optional
+	UseEmulation bool `json:"useEmulation,omitempty"`
+	// DisabledFeatureGates turns off gates that are on by default (Beta
+	// gates from KubeVirt v1.9.0); GA gates cannot be turned off.
+	// +listType=atomic
+	// +optional
+	DisabledFeatureGates []string `json:"disabledFeatureGates,omitempty"`
 }
 
 // CommonInstancetypesDeployment controls the common instancetypes and

@@ -17,7 +17,7 @@ import (
 
 	"github.com/virtop-dev/virtop/api/v1alpha1"
 	"github.com/virtop-dev/virtop/internal/scheme"
-	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) {

@@ -1,52 +1,68 @@
 #!/usr/bin/env bash
-# Regenerates internal/components/schemas/*.yaml: the OpenAPI v3 schemas of
-# the 16 KubeVirt CRDs virtop renders (internal/components/crds.go).
+# Regenerates the CRD schemas of every catalog release
+# (internal/release/data/<release>/schemas/, only those that differ from the
+# base release's).
 #
-# Method: controller-gen's CRD generator (the same tool upstream KubeVirt's
-# hack/generate.sh runs) over the typed Go definitions of the published
-# kubevirt.io/api module, one package at a time, inside that module's own
-# directory in the module cache, so the Kubernetes types it embeds (PodSpec
-# pieces, PVC specs, quantities, ...) resolve at the versions kubevirt.io/api
-# itself pins (k8s.io/api v0.31.0, what KubeVirt v1.5 vendors). The extractor
-# (go run . in this directory) then takes each CRD's schema and writes it as
-# <plural>.<group>.yaml.
+# Method: controller-gen's CRD generator (the tool upstream KubeVirt runs)
+# over the typed Go definitions of kubevirt.io/api at the release's
+# kubevirtAPI version (release.yaml), one package at a time, inside that
+# module's own directory, so the Kubernetes types it embeds resolve at the
+# versions kubevirt.io/api itself pins. hack/releasegen then takes each CRD's
+# storage-version schema, writes backticks as upstream's generator does (')
+# and keeps the files that differ from the base's.
 #
-# Only the package of each CRD's storage version is generated: every served
-# version of a CRD gets that schema (see crdSchema in crds.go for why).
+# The module comes from the Go module proxy. The proxy does not serve every
+# version (v1.5.3, v1.6.6 and v1.7.4 are missing); for those, point
+# KUBEVIRT_API_DIR_<version with _ for .> at the module's source, which is
+# staging/src/kubevirt.io/api of kubevirt/kubevirt at the tag, e.g.
+#   git -C <kubevirt git dir> archive v1.6.6 staging/src/kubevirt.io/api | tar -x -C /tmp/api-v1.6.6
+#   KUBEVIRT_API_DIR_v1_6_6=/tmp/api-v1.6.6/staging/src/kubevirt.io/api make crd-schemas
+# CRDs kubevirt.io/api does not define (virt-template's) take their schema
+# from the release's reference dump (UPSTREAM_STRATEGIES, default ../shared/upstream-strategies).
 #
-# Usage: CONTROLLER_GEN=/path/to/controller-gen hack/crdschemas/gen.sh
+# Usage: CONTROLLER_GEN=/path/to/controller-gen hack/crdschemas/gen.sh [release...]
 # (`make crd-schemas` sets CONTROLLER_GEN and builds it when missing.)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
-out="${root}/internal/components/schemas"
-# The proxy does not serve kubevirt.io/api@v1.5.3; v1.5.0 is the newest
-# v1.5 release it has. Both catalog releases (v1.5.0, v1.5.3) use it.
-api_mod=kubevirt.io/api
-api_version="${KUBEVIRT_API_VERSION:-v1.5.0}"
-# The packages of the storage versions of the 16 CRDs.
-packages=(core/v1 snapshot/v1beta1 instancetype/v1beta1 pool/v1alpha1 migrations/v1alpha1 export/v1beta1 clone/v1beta1)
+data="${root}/internal/release/data"
+refs="${UPSTREAM_STRATEGIES:-${root}/../shared/upstream-strategies}"
 export GOTOOLCHAIN=local GOFLAGS=-mod=readonly
 
 [[ -n "${CONTROLLER_GEN:-}" && -x "${CONTROLLER_GEN}" ]] ||
 	{ echo "gen.sh: CONTROLLER_GEN (${CONTROLLER_GEN:-unset}) is not an executable: run make controller-gen" >&2; exit 1; }
 cg_version="$("${CONTROLLER_GEN}" --version | awk '{print $NF}')"
 
-dir="$(go mod download -json "${api_mod}@${api_version}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
-[[ -d "${dir}" ]] || { echo "gen.sh: ${api_mod}@${api_version} not in the module cache" >&2; exit 1; }
-# The module's own dependencies (its go.sum pins them).
-(cd "${dir}" && go mod download)
+releases=("$@")
+if [[ ${#releases[@]} -eq 0 ]]; then
+	# Bases before the releases that derive from them: by version, with the
+	# root (v1.5.3) first.
+	mapfile -t releases < <(cd "${data}" && ls -d v* | sort -V | awk '$0=="v1.5.3"{print; next} {rest=rest $0 "\n"} END{printf "%s", rest}')
+fi
 
 scratch="$(mktemp -d)"
 trap 'rm -rf -- "${scratch}"' EXIT
 
-start=${SECONDS}
-for p in "${packages[@]}"; do
-	# allowDangerousTypes: core/v1 has float64 fields (upstream passes it too).
-	(cd "${dir}" && "${CONTROLLER_GEN}" crd:crdVersions=v1,allowDangerousTypes=true paths="./${p}" output:crd:dir="${scratch}/${p}")
+for rel in "${releases[@]}"; do
+	api="$(sed -n 's/^kubevirtAPI: *//p' "${data}/${rel}/release.yaml")"
+	var="KUBEVIRT_API_DIR_${api//./_}"
+	dir="${!var:-}"
+	source="kubevirt.io/api ${api}"
+	if [[ -z "${dir}" ]]; then
+		dir="$(go mod download -json "kubevirt.io/api@${api}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')" || true
+		[[ -d "${dir}" ]] || { echo "gen.sh: kubevirt.io/api@${api} is not served; set ${var} (see the header)" >&2; exit 1; }
+	else
+		source="${source} (kubevirt/kubevirt ${api} staging/src/kubevirt.io/api: the Go module proxy does not serve this version)"
+	fi
+	(cd "${dir}" && go mod download)
+	out="${scratch}/${rel}"
+	for p in $(cd "${dir}" && find . -mindepth 2 -maxdepth 2 -type d -name 'v*' | sed 's|^\./||' | sort); do
+		# allowDangerousTypes: core/v1 has float64 fields (upstream passes it too).
+		(cd "${dir}" && "${CONTROLLER_GEN}" crd:crdVersions=v1,allowDangerousTypes=true paths="./${p}" output:crd:dir="${out}/${p}")
+	done
+	dump="${refs}/${rel}/strategy.yaml.gz"
+	[[ -f "${dump}" ]] || dump=""
+	(cd "${root}" && KUBEVIRT_API_SOURCE="${source} with controller-gen ${cg_version}" \
+		go run ./hack/releasegen schemas -release "${rel}" -in "${out}" ${dump:+-dump "${dump}"})
 done
-
-(cd "${here}" && go run . -in "${scratch}" -out "${out}" \
-	-source "${api_mod}@${api_version}" -generator "controller-gen ${cg_version}")
-echo "gen.sh: wrote $(ls "${out}"/*.yaml | wc -l) schemas in $((SECONDS - start))s"

@@ -9,10 +9,11 @@ manifests: controller-gen ## Generate the CRDs of the API types into config/crd/
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 
 .PHONY: verify
-verify: generate manifests ## Regenerate, gofmt and vet; fail if the tree is dirty or unformatted
+verify: generate manifests ## Regenerate, gofmt and vet, no package imported by nothing; fail if the tree is dirty or unformatted
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
+	hack/verify/imported.sh
 	@if [ -n "$$(git status --porcelain -- api config go.mod go.sum)" ]; then \
 		echo "generated files are out of date; run 'make generate manifests' and commit:"; \
 		git status --porcelain -- api config go.mod go.sum; git diff --stat -- api config; exit 1; fi

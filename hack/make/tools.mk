@@ -1,5 +1,5 @@
 # Tool binaries, built from the Go module proxy into a cache outside the
-# checkout (layout: internal/toolpaths). Versions: hack/tools/versions.env.
+# checkout (layout: internal/tools/toolpaths). Versions: hack/tools/versions.env.
 include hack/tools/versions.env
 
 TOOLS_DIR ?= $(or $(VIRTOP_TOOLS_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/virtop/tools)

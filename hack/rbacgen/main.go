@@ -33,10 +33,8 @@ import (
 	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
-
-// Name of the operator's roles, bindings and ServiceAccount.
-const operatorName = "kubevirt-operator"
 
 func main() {
 	root := flag.String("root", ".", "repository root")
@@ -129,9 +127,9 @@ func generate() ([]file, error) {
 	nsRules := rulesYAML(nsAll, "")
 	return []file{
 		{"config/rbac/cluster_role.yaml", []byte(header +
-			"apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: " + operatorName + "\n  labels:\n    kubevirt.io: \"\"\nrules:\n" + clusterRules)},
+			"apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: " + vocab.OperatorRBACName + "\n  labels:\n    kubevirt.io: \"\"\nrules:\n" + clusterRules)},
 		{"config/rbac/role.yaml", []byte(header +
-			"apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: " + operatorName + "\n  labels:\n    kubevirt.io: \"\"\nrules:\n" + nsRules)},
+			"apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: " + vocab.OperatorRBACName + "\n  labels:\n    kubevirt.io: \"\"\nrules:\n" + nsRules)},
 		{"charts/virtop/files/cluster-role-rules.yaml", []byte(header + clusterRules)},
 		{"charts/virtop/files/role-rules.yaml", []byte(header + nsRules)},
 	}, nil

@@ -20,7 +20,8 @@ var manageVerbs = []string{"get", "list", "watch", "create", "patch", "delete"}
 
 // ownClusterRules are what the operator itself does cluster-wide. Keep in
 // step with internal/operator (caches, watches) and internal/controller
-// (managedKinds, uninstall, status).
+// (status, uninstall) and internal/ownership (the kinds managed, watched and
+// removed; rules_test.go checks every one of them is covered).
 var ownClusterRules = []ownRule{
 	{"The KubeVirt resource: cached and watched, finalizer added and removed (patch), one per cluster checked by the webhook (list).",
 		rule("kubevirt.io", []string{"kubevirts"}, "get", "list", "watch", "patch")},

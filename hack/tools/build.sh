@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the pinned tool binaries from the Go module proxy into the cache
 # ${VIRTOP_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/virtop/tools}/<tool>-<version>/<binary>
-# (the layout internal/toolpaths defines; prometheus-operator's binary is
+# (the layout internal/tools/toolpaths defines; prometheus-operator's binary is
 # prometheus-operator-<version>/operator, its command's name). A binary
 # already in the cache is skipped. Each build writes a temporary file and
 # renames it into place, so an interrupted build never leaves a half-written

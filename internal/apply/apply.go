@@ -19,17 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
-
-// FieldManager owns the fields virtop applies.
-const FieldManager = "virtop"
-
-// HashAnnotation records, on every applied object, the hash of what virtop
-// applied. After a restart it tells "the live object holds what virtop
-// last applied" (skip) from "virtop now wants less" (apply, so server-side
-// apply removes the fields virtop no longer sets), which comparing fields
-// alone cannot.
-const HashAnnotation = "virtop.dev/applied-hash"
 
 // Result says what applying one object did.
 type Result string
@@ -99,7 +90,7 @@ func (a *Applier) desiredWithHash(o client.Object) (*unstructured.Unstructured, 
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[HashAnnotation] = hashOf(desired)
+	ann[vocab.AppliedHashAnnotation] = hashOf(desired)
 	desired.SetAnnotations(ann)
 	return desired, nil
 }
@@ -136,7 +127,7 @@ func (a *Applier) Apply(ctx context.Context, o client.Object) (Result, *unstruct
 		if desired, err = a.desiredWithHash(o); err != nil {
 			return "", nil, err
 		}
-		hash = desired.GetAnnotations()[HashAnnotation]
+		hash = desired.GetAnnotations()[vocab.AppliedHashAnnotation]
 		if isCRD {
 			a.mu.Lock()
 			a.crdHashes[crd] = hash
@@ -169,7 +160,7 @@ func (a *Applier) Apply(ctx context.Context, o client.Object) (Result, *unstruct
 		if err := ExpandCRD(live); err != nil {
 			return "", nil, err
 		}
-		if live.GetAnnotations()[HashAnnotation] == hash && Contains(live.Object, desired.Object) {
+		if live.GetAnnotations()[vocab.AppliedHashAnnotation] == hash && Contains(live.Object, desired.Object) {
 			a.remember(key, hash, live.GetResourceVersion())
 			return Unchanged, live, nil
 		}
@@ -179,7 +170,7 @@ func (a *Applier) Apply(ctx context.Context, o client.Object) (Result, *unstruct
 		result = Created
 	}
 	out := desired.DeepCopy()
-	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out), client.FieldOwner(vocab.FieldManager), client.ForceOwnership); err != nil {
 		return "", nil, fmt.Errorf("apply %s: %w", key, err)
 	}
 	a.remember(key, hash, out.GetResourceVersion())

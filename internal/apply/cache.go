@@ -11,12 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
-	"github.com/virtop-dev/virtop/internal/components"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
-
-// compactSchemaKey holds, in a cached CustomResourceDefinition, one
-// version's schema as gzipped JSON, base64-encoded.
-const compactSchemaKey = "virtop.dev/schema-json-gz"
 
 // TransformCRD is the operator's cache transform for
 // CustomResourceDefinitions. The informers of that kind see every CRD of
@@ -39,7 +35,7 @@ func TransformCRD(in any) (any, error) {
 		return in, nil
 	}
 	u.SetManagedFields(nil)
-	if u.GetLabels()[components.ManagedByLabel] != components.ManagedByValue {
+	if u.GetLabels()[vocab.ManagedByLabel] != vocab.ManagedByValue {
 		delete(u.Object, "spec")
 		return u, nil
 	}
@@ -56,14 +52,14 @@ func TransformCRD(in any) (any, error) {
 		if !ok {
 			continue
 		}
-		if _, done := schema[compactSchemaKey]; done {
+		if _, done := schema[vocab.CompactSchemaAnnotation]; done {
 			continue
 		}
 		text, err := compress(schema)
 		if err != nil {
 			return nil, fmt.Errorf("compacting the schema of %s: %w", u.GetName(), err)
 		}
-		vm["schema"] = map[string]any{compactSchemaKey: text}
+		vm["schema"] = map[string]any{vocab.CompactSchemaAnnotation: text}
 		versions[i] = vm
 	}
 	if err := unstructured.SetNestedSlice(u.Object, versions, "spec", "versions"); err != nil {
@@ -92,7 +88,7 @@ func ExpandCRD(u *unstructured.Unstructured) error {
 		if !ok {
 			continue
 		}
-		text, ok := schema[compactSchemaKey].(string)
+		text, ok := schema[vocab.CompactSchemaAnnotation].(string)
 		if !ok {
 			continue
 		}

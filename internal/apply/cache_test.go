@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func crdObject(managed bool) *unstructured.Unstructured {
@@ -53,7 +55,7 @@ func TestTransformCRDCompactsManagedSchemasAndExpandRestoresThem(t *testing.T) {
 	}
 	versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
 	schema := versions[0].(map[string]any)["schema"].(map[string]any)
-	text, ok := schema[compactSchemaKey].(string)
+	text, ok := schema[vocab.CompactSchemaAnnotation].(string)
 	if !ok || len(schema) != 1 {
 		t.Fatalf("schema not compacted: %v", schema)
 	}

@@ -24,26 +24,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/dashboard"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
+	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
-
-// PrometheusesAPI is prometheus-operator's Prometheus resource.
-var PrometheusesAPI = stage.API("monitoring.coreos.com", "v1", "prometheuses")
-
-// GatedAPIs are the optional API resources gates name, as
-// "group/version/resource".
-var GatedAPIs = []stage.Gate{
-	stage.ServiceMonitorsAPI,
-	stage.PrometheusRulesAPI,
-	PrometheusesAPI,
-	stage.SCCAPI,
-	stage.RouteAPI,
-}
 
 // Reader builds capability snapshots.
 type Reader struct {
@@ -81,7 +69,11 @@ type probeState struct {
 // Snapshot gathers the capabilities for a config.
 func (r *Reader) Snapshot(ctx context.Context, cfg *config.DeploymentConfig) (plan.Capabilities, error) {
 	caps := plan.Capabilities{APIs: map[string]bool{}}
-	for _, g := range GatedAPIs {
+	kinds, err := ownership.Get()
+	if err != nil {
+		return caps, err
+	}
+	for _, g := range kinds.GatedAPIs {
 		gv, resource, _ := g.IsAPI()
 		ok, err := r.apiServed(ctx, gv, resource)
 		if err != nil {
@@ -183,7 +175,7 @@ func (r *Reader) virtAPIServing(ctx context.Context, namespace string) bool {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, err := r.Clientset.CoreV1().Services(namespace).
-		ProxyGet("https", "virt-api", "443", "/apis/subresources.kubevirt.io/v1/healthz", nil).DoRaw(pctx)
+		ProxyGet("https", vocab.VirtAPI, "443", "/apis/subresources.kubevirt.io/v1/healthz", nil).DoRaw(pctx)
 	p.serving = err == nil
 	switch {
 	case p.serving:
@@ -221,7 +213,7 @@ func (r *Reader) monitoringFacts(ctx context.Context, cfg *config.DeploymentConf
 	if !in.ServiceMonitorAPI && !in.PrometheusRuleAPI {
 		return in, nil
 	}
-	if apis[apiKey(PrometheusesAPI)] {
+	if apis[apiKey(stage.PrometheusesAPI)] {
 		proms, err := r.prometheuses(ctx)
 		if err != nil {
 			return nil, err
@@ -279,7 +271,7 @@ func (r *Reader) monitoringFacts(ctx context.Context, cfg *config.DeploymentConf
 // ship their dashboards that way). One metadata list per namespace, of at
 // most one item.
 func (r *Reader) dashboardNamespaces(ctx context.Context, candidates []string) ([]string, error) {
-	sel, err := labels.Parse(dashboard.SidecarLabel + "," + components.ManagedByLabel + "!=" + components.ManagedByValue)
+	sel, err := labels.Parse(dashboard.SidecarLabel + "," + vocab.ManagedByLabel + "!=" + vocab.ManagedByValue)
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +300,7 @@ const OpenShiftMonitoringNamespace = "openshift-monitoring"
 func (r *Reader) prometheuses(ctx context.Context) ([]monitoringv1.Prometheus, error) {
 	var reader client.Reader = r.APIReader
 	if r.Watches != nil {
-		if c := r.Watches.Reader(PrometheusesAPI); c != nil {
+		if c := r.Watches.Reader(stage.PrometheusesAPI); c != nil {
 			reader = c
 		}
 	}

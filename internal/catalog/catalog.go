@@ -1,11 +1,15 @@
 // Package catalog lists the KubeVirt versions whose install strategies virtop
-// renders in process. Any other version is rendered by the
-// dump-install-strategy Job of a virtop image whose catalog has it.
+// renders in process: the releases of internal/release's data. Any other
+// version is rendered by the dump-install-strategy Job of a virtop image
+// whose catalog has it.
 package catalog
 
 import (
 	"fmt"
 	"sort"
+	"sync"
+
+	"github.com/virtop-dev/virtop/internal/release"
 )
 
 // Default is the version installed when the KubeVirt resource names none.
@@ -25,13 +29,17 @@ type Catalog struct {
 	releases map[string]Release
 }
 
-var builtin = Catalog{releases: map[string]Release{
-	"v1.5.3": {Version: "v1.5.3", RuleSet: "v1.5.3"},
-	"v1.5.0": {Version: "v1.5.0", RuleSet: "v1.5.0"},
-}}
+var builtin = sync.OnceValue(func() Catalog {
+	c := Catalog{releases: map[string]Release{}}
+	for _, v := range release.Versions() {
+		r, _ := release.Lookup(v)
+		c.releases[v] = Release{Version: v, RuleSet: r.RuleSet}
+	}
+	return c
+})
 
 // Builtin is every release this binary can render.
-func Builtin() Catalog { return builtin }
+func Builtin() Catalog { return builtin() }
 
 // Lookup returns the release for a version, if the catalog has it.
 func (c Catalog) Lookup(version string) (Release, bool) {
@@ -39,13 +47,13 @@ func (c Catalog) Lookup(version string) (Release, bool) {
 	return r, ok
 }
 
-// Versions lists the catalog's versions, sorted.
+// Versions lists the catalog's versions, oldest first.
 func (c Catalog) Versions() []string {
 	out := make([]string, 0, len(c.releases))
 	for v := range c.releases {
 		out = append(out, v)
 	}
-	sort.Strings(out)
+	sort.Slice(out, func(i, j int) bool { return release.Less(out[i], out[j]) })
 	return out
 }
 
@@ -65,7 +73,7 @@ func (c Catalog) Restrict(versions []string) (Catalog, error) {
 }
 
 // Lookup finds a version in the builtin catalog.
-func Lookup(version string) (Release, bool) { return builtin.Lookup(version) }
+func Lookup(version string) (Release, bool) { return builtin().Lookup(version) }
 
 // NotInCatalogError says a version cannot be rendered in process.
 type NotInCatalogError struct {

@@ -30,6 +30,14 @@
 //     certificate was issued with; a different configured lifetime
 //     re-issues it.
 //
+// Which certificates a strategy has, and how each is issued, is the
+// release's fact (internal/release: the data's certificates, read from
+// upstream's secrets.go at the tag), carried by each certificate Secret of
+// the strategy in the annotation release.CertificateAnnotation; v1.6 adds
+// the synchronization controller's client and server certificates, v1.7
+// virt-handler's migration and vsock client certificates, v1.8 the backup
+// CA, v1.9 virt-handler's monitoring client and virt-template's three.
+//
 // Where virtop differs:
 //   - after a CA rotation, certificates signed by the previous CA (still in
 //     the bundle) are re-signed ReissueDelay later instead of at once, so
@@ -43,20 +51,20 @@ package certs
 import (
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/release"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
-
-// DurationAnnotation records on a certificate Secret the lifetime its
-// certificate was issued with, as upstream sets it.
-const DurationAnnotation = "kubevirt.io/duration"
 
 // DefaultReissueDelay is how long after a CA rotation the certificates
 // signed by the previous CA are re-signed by the new one.
@@ -101,34 +109,109 @@ type spec struct {
 	service string
 }
 
-// specs are the certificates of KubeVirt v1.5.3, CAs first.
-var specs = []*spec{
-	{name: components.CASecretName, kind: KindCA, caPrefix: "kubevirt.io"},
-	{name: components.ExportCASecretName, kind: KindCA, caPrefix: "export.kubevirt.io"},
-	serving(components.VirtAPICertSecretName, components.VirtAPI),
-	serving(components.VirtControllerCertSecretName, components.VirtController),
-	serving(components.VirtExportProxyCertSecretName, components.VirtExportProxy),
-	{name: components.VirtHandlerServerCertSecretName, kind: KindServer, issuer: components.CASecretName,
-		cn: "kubevirt.io:system:node:virt-handler", service: components.VirtHandler},
-	{name: components.VirtHandlerCertSecretName, kind: KindClient, issuer: components.CASecretName,
+// specs are the certificates of KubeVirt v1.5.3, CAs first: the specs of
+// a strategy whose Secrets do not carry theirs (one cached by a virtop
+// before release-aware strategies). Every release's own list is its data's
+// (internal/release), carried by each Secret of its strategy.
+var specs = specSet{
+	{name: vocab.CASecretName, kind: KindCA, caPrefix: "kubevirt.io"},
+	{name: vocab.ExportCASecretName, kind: KindCA, caPrefix: "export.kubevirt.io"},
+	serving(vocab.VirtAPICertSecretName, vocab.VirtAPI),
+	serving(vocab.VirtControllerCertSecretName, vocab.VirtController),
+	serving(vocab.VirtExportProxyCertSecretName, vocab.VirtExportProxy),
+	{name: vocab.VirtHandlerServerCertSecretName, kind: KindServer, issuer: vocab.CASecretName,
+		cn: "kubevirt.io:system:node:virt-handler", service: vocab.VirtHandler},
+	{name: vocab.VirtHandlerCertSecretName, kind: KindClient, issuer: vocab.CASecretName,
 		cn: "kubevirt.io:system:client:virt-handler"},
-	serving(components.VirtOperatorCertSecretName, components.OperatorWebhookServiceName),
+	serving(vocab.VirtOperatorCertSecretName, vocab.OperatorWebhookServiceName),
 }
 
 // serving is a server certificate named, as upstream, for the pod DNS name
 // "<service>.<namespace>.pod.cluster.local".
 func serving(name, service string) *spec {
-	return &spec{name: name, kind: KindServer, issuer: components.CASecretName,
+	return &spec{name: name, kind: KindServer, issuer: vocab.CASecretName,
 		cn: service + ".%s.pod.cluster.local", pod: true, service: service}
 }
 
-func specFor(name string) *spec {
-	for _, s := range specs {
+func specFor(name string) *spec { return specs.byName(name) }
+
+// specSet is the certificates of one strategy, CAs first.
+type specSet []*spec
+
+func (ss specSet) byName(name string) *spec {
+	for _, s := range ss {
 		if s.name == name {
 			return s
 		}
 	}
 	return nil
+}
+
+// specsOf collects the certificate specs of a strategy's objects: each
+// Secret's own (release.CertificateAnnotation), else, for Secrets of older
+// strategies, the v1.5.3 spec of that name. CAs come first.
+func specsOf(objs []client.Object) (specSet, error) {
+	var cas, leaves specSet
+	for _, o := range objs {
+		sec, ok := o.(*corev1.Secret)
+		if !ok {
+			continue
+		}
+		s := specFor(sec.Name)
+		if raw, ok := sec.Annotations[release.CertificateAnnotation]; ok {
+			var c release.Certificate
+			if err := json.Unmarshal([]byte(raw), &c); err != nil {
+				return nil, fmt.Errorf("Secret %s: annotation %s: %w", sec.Name, release.CertificateAnnotation, err)
+			}
+			if c.Secret != sec.Name {
+				return nil, fmt.Errorf("Secret %s: annotation %s is for %q", sec.Name, release.CertificateAnnotation, c.Secret)
+			}
+			var err error
+			if s, err = specFromRelease(c); err != nil {
+				return nil, fmt.Errorf("Secret %s: %w", sec.Name, err)
+			}
+		}
+		switch {
+		case s == nil:
+		case s.kind == KindCA:
+			cas = append(cas, s)
+		default:
+			leaves = append(leaves, s)
+		}
+	}
+	// A plan of webhooks and APIServices alone still needs the CAs every
+	// release has, to inject their bundles.
+	for _, s := range specs {
+		if s.kind == KindCA && cas.byName(s.name) == nil {
+			cas = append(cas, s)
+		}
+	}
+	return append(cas, leaves...), nil
+}
+
+// specFromRelease turns a release's certificate fact into a spec.
+func specFromRelease(c release.Certificate) (*spec, error) {
+	s := &spec{name: c.Secret, kind: Kind(c.Kind), caPrefix: c.CommonNamePrefix, issuer: c.Issuer, cn: c.CommonName, pod: c.PodDNS, service: c.Service}
+	switch {
+	case s.kind == KindCA && s.caPrefix == "":
+		return nil, errors.New("a CA needs a commonNamePrefix")
+	case s.kind == KindServer || s.kind == KindClient:
+		if s.issuer == "" {
+			return nil, fmt.Errorf("a %s certificate needs an issuer", s.kind)
+		}
+		if s.pod {
+			if s.service == "" {
+				return nil, errors.New("a pod DNS name needs a service")
+			}
+			s.cn = s.service + ".%s.pod.cluster.local"
+		}
+		if s.cn == "" {
+			return nil, errors.New("no common name")
+		}
+	case s.kind != KindCA:
+		return nil, fmt.Errorf("unknown kind %q", c.Kind)
+	}
+	return s, nil
 }
 
 func (s *spec) commonName(ns string) string {

@@ -23,9 +23,11 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/catalog"
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/release"
+	"github.com/virtop-dev/virtop/internal/strategy"
 )
 
 const ns = "kubevirt"
@@ -42,23 +44,35 @@ func defaults() config.Certificates {
 	}
 }
 
-// plan renders the objects the certificate code fills, with the real
-// renderers: certificate Secrets, CA ConfigMaps, webhooks, APIServices and
-// (with VMExport) the export proxy Route.
-func plan(t testing.TB) []client.Object {
+// plan renders the objects the certificate code fills, from the real
+// strategy of the default release with VMExport: certificate Secrets, CA
+// ConfigMaps, webhooks, APIServices and the export proxy Route.
+func plan(t testing.TB) []client.Object { return planFor(t, "v1.5.3") }
+
+func planFor(t testing.TB, version string) []client.Object {
 	t.Helper()
-	cfg := &config.DeploymentConfig{Namespace: ns, FeatureGates: []string{components.VMExportFeatureGate}}
+	kv := &kvv1.KubeVirt{}
+	kv.Namespace = ns
+	kv.Spec.ImageTag = version
+	kv.Spec.Configuration.DeveloperConfiguration = &kvv1.DeveloperConfiguration{FeatureGates: []string{components.VMExportFeatureGate}}
+	cfg, err := config.FromKubeVirt(kv, config.Settings{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := strategy.Generate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var objs []client.Object
-	for _, name := range []string{"certificates", "admission", "openshift"} {
-		r, ok := components.Renderers[name]
-		if !ok {
-			t.Fatalf("no renderer %q", name)
+	for _, o := range s.Objects {
+		switch o.(type) {
+		case *corev1.Secret, *corev1.ConfigMap, *admissionv1.ValidatingWebhookConfiguration, *admissionv1.MutatingWebhookConfiguration, *apiregv1.APIService:
+			objs = append(objs, o)
+		case *unstructured.Unstructured:
+			if isRoute(o.(*unstructured.Unstructured)) {
+				objs = append(objs, o)
+			}
 		}
-		out, err := r(cfg, catalog.Release{})
-		if err != nil {
-			t.Fatalf("render %s: %v", name, err)
-		}
-		objs = append(objs, out...)
 	}
 	return objs
 }
@@ -327,6 +341,83 @@ func TestFirstFillCreatesAll(t *testing.T) {
 
 // TestSteadyStateWritesNothing: given its own output as the live state,
 // Fill returns byte-identical objects until a rotation is due.
+// TestEveryReleaseIssuesItsCertificates: every certificate Secret each
+// release renders is issued from the release's own spec (names, issuer,
+// usage), verifies against the kubevirt-ca bundle where kubevirt-ca signs
+// it, and a second fill issues nothing.
+func TestEveryReleaseIssuesItsCertificates(t *testing.T) {
+	for _, v := range release.Versions() {
+		t.Run(v, func(t *testing.T) {
+			rel, _ := release.Lookup(v)
+			e := newEnv(t)
+			e.plan = planFor(t, v)
+			rep := e.fill()
+			if got, want := len(rep.Issued()), len(rel.Certificates); got != want {
+				t.Fatalf("issued %d certificates (%v), the release has %d", got, rep.Issued(), want)
+			}
+			roots := x509.NewCertPool()
+			if !roots.AppendCertsFromPEM([]byte(find[*corev1.ConfigMap](e.out, "kubevirt-ca").Data["ca-bundle"])) {
+				t.Fatal("kubevirt-ca bundle holds no certificate")
+			}
+			for _, c := range rel.Certificates {
+				cert := certOf(t, e.out, c.Secret)
+				if c.Kind == release.CertCA {
+					if !cert.IsCA || !strings.HasPrefix(cert.Subject.CommonName, c.CommonNamePrefix+"@") {
+						t.Errorf("%s: CA %v named %q", c.Secret, cert.IsCA, cert.Subject.CommonName)
+					}
+					continue
+				}
+				usage := x509.ExtKeyUsageServerAuth
+				if c.Kind == release.CertClient {
+					usage = x509.ExtKeyUsageClientAuth
+				}
+				opts := x509.VerifyOptions{Roots: roots, CurrentTime: start, KeyUsages: []x509.ExtKeyUsage{usage}}
+				if c.Service != "" {
+					opts.DNSName = c.Service + "." + ns + ".svc"
+				}
+				if _, err := cert.Verify(opts); err != nil {
+					t.Errorf("%s: %v", c.Secret, err)
+				}
+				want := c.CommonName
+				if c.PodDNS {
+					want = c.Service + "." + ns + ".pod.cluster.local"
+				}
+				if cert.Subject.CommonName != want {
+					t.Errorf("%s: common name %q, want %q", c.Secret, cert.Subject.CommonName, want)
+				}
+			}
+			if rep := e.fill(); len(rep.Issued()) != 0 {
+				t.Errorf("second fill issued %v", rep.Issued())
+			}
+		})
+	}
+}
+
+// TestBadCertificateAnnotation: a strategy Secret whose spec does not parse
+// or names another Secret is an error, not a certificate of a guessed kind.
+func TestBadCertificateAnnotation(t *testing.T) {
+	for name, value := range map[string]string{
+		"not json":     "{",
+		"other secret": `{"secret":"elsewhere","kind":"CA","commonNamePrefix":"x"}`,
+		"no issuer":    `{"secret":"kubevirt-virt-api-certs","kind":"Server","service":"virt-api","podDNS":true}`,
+		"unknown kind": `{"secret":"kubevirt-virt-api-certs","kind":"Other"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			objs := plan(t)
+			for i, o := range objs {
+				if o.GetName() == "kubevirt-virt-api-certs" {
+					c := o.(*corev1.Secret).DeepCopy()
+					c.Annotations[release.CertificateAnnotation] = value
+					objs[i] = c
+				}
+			}
+			if _, _, err := (&Manager{}).Fill(objs, Live{}, defaults()); err == nil {
+				t.Error("no error")
+			}
+		})
+	}
+}
+
 func TestSteadyStateWritesNothing(t *testing.T) {
 	e := newEnv(t)
 	e.fill()

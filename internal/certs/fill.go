@@ -13,8 +13,8 @@ import (
 	apiregv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // caState is a resolved CA: its key pair and the bundle it publishes.
@@ -52,12 +52,16 @@ func (m *Manager) Fill(objs []client.Object, live Live, lt config.Certificates) 
 	now := m.now()
 	rnd := m.rand()
 
+	specs, err := specsOf(objs)
+	if err != nil {
+		return nil, nil, err
+	}
 	planned := map[string]*corev1.Secret{}
 	needCA := map[string]bool{}
 	for _, o := range objs {
 		switch t := o.(type) {
 		case *corev1.Secret:
-			if s := specFor(t.Name); s != nil {
+			if s := specs.byName(t.Name); s != nil {
 				if t.Namespace == "" {
 					return nil, nil, fmt.Errorf("certificate Secret %s has no namespace", t.Name)
 				}
@@ -65,14 +69,14 @@ func (m *Manager) Fill(objs []client.Object, live Live, lt config.Certificates) 
 				needCA[s.ca()] = true
 			}
 		case *corev1.ConfigMap:
-			if s := specFor(t.Name); s != nil && s.kind == KindCA {
+			if s := specs.byName(t.Name); s != nil && s.kind == KindCA {
 				needCA[t.Name] = true
 			}
 		case *admissionv1.ValidatingWebhookConfiguration, *admissionv1.MutatingWebhookConfiguration, *apiregv1.APIService:
-			needCA[bundleFor(o)] = true
+			needCA[specs.bundleFor(o)] = true
 		case *unstructured.Unstructured:
 			if isRoute(t) {
-				needCA[bundleFor(o)] = true
+				needCA[specs.bundleFor(o)] = true
 			}
 		}
 	}
@@ -101,7 +105,11 @@ func (m *Manager) Fill(objs []client.Object, live Live, lt config.Certificates) 
 		if s.kind == KindCA || sec == nil {
 			continue
 		}
-		pair, c, err := m.resolveLeaf(s, sec.Namespace, cas[s.issuer], live.Secrets[s.name], lt, delay, now, rnd)
+		ca := cas[s.issuer]
+		if ca == nil {
+			return nil, nil, fmt.Errorf("certificate %s: its issuer %s is no CA of the strategy", s.name, s.issuer)
+		}
+		pair, c, err := m.resolveLeaf(s, sec.Namespace, ca, live.Secrets[s.name], lt, delay, now, rnd)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -112,7 +120,7 @@ func (m *Manager) Fill(objs []client.Object, live Live, lt config.Certificates) 
 
 	out := make([]client.Object, len(objs))
 	for i, o := range objs {
-		out[i] = fillObject(o, pairs, cas, lt)
+		out[i] = fillObject(o, specs, pairs, cas, lt)
 	}
 	return out, rep, nil
 }
@@ -126,11 +134,11 @@ func (s *spec) ca() string {
 }
 
 // bundleFor is the CA whose bundle an object that trusts a server gets.
-func bundleFor(o client.Object) string {
-	if s := specFor(o.GetAnnotations()[components.CertificateSecretAnnotation]); s != nil {
+func (ss specSet) bundleFor(o client.Object) string {
+	if s := ss.byName(o.GetAnnotations()[vocab.CertificateSecretAnnotation]); s != nil {
 		return s.ca()
 	}
-	return components.CASecretName
+	return vocab.CASecretName
 }
 
 func isRoute(u *unstructured.Unstructured) bool {
@@ -150,7 +158,7 @@ func liveKeyPair(sec *corev1.Secret) (*keyPair, string) {
 // its renewal time, or "".
 func unfit(cert *x509.Certificate, sec *corev1.Secret, duration time.Duration, now time.Time) string {
 	switch {
-	case sec.Annotations[DurationAnnotation] != duration.String():
+	case sec.Annotations[vocab.CertificateDurationAnnotation] != duration.String():
 		return ReasonDurationChanged
 	case now.Before(cert.NotBefore.Add(-maxSkew)):
 		return ReasonNotYetValid
@@ -162,7 +170,7 @@ func (m *Manager) resolveCA(s *spec, live Live, planned bool, lt config.Certific
 	duration, renew := lt.CADuration.Duration, lt.CARenewBefore.Duration
 	var previous []*x509.Certificate
 	if cm := live.ConfigMaps[s.name]; cm != nil {
-		previous = parseBundle([]byte(cm.Data[components.CABundleKey]))
+		previous = parseBundle([]byte(cm.Data[vocab.CABundleKey]))
 	}
 	sec := live.Secrets[s.name]
 	pair, reason := liveKeyPair(sec)
@@ -251,7 +259,7 @@ func (m *Manager) resolveLeaf(s *spec, ns string, ca *caState, sec *corev1.Secre
 
 // fillObject returns o with its certificate data filled, a copy when it
 // changes anything.
-func fillObject(o client.Object, pairs map[string]*keyPair, cas map[string]*caState, lt config.Certificates) client.Object {
+func fillObject(o client.Object, specs specSet, pairs map[string]*keyPair, cas map[string]*caState, lt config.Certificates) client.Object {
 	switch t := o.(type) {
 	case *corev1.Secret:
 		p, ok := pairs[t.Name]
@@ -259,7 +267,7 @@ func fillObject(o client.Object, pairs map[string]*keyPair, cas map[string]*caSt
 			return o
 		}
 		duration := lt.ServerDuration.Duration
-		if specFor(t.Name).kind == KindCA {
+		if specs.byName(t.Name).kind == KindCA {
 			duration = lt.CADuration.Duration
 		}
 		c := t.DeepCopy()
@@ -270,7 +278,7 @@ func fillObject(o client.Object, pairs map[string]*keyPair, cas map[string]*caSt
 		if c.Annotations == nil {
 			c.Annotations = map[string]string{}
 		}
-		c.Annotations[DurationAnnotation] = duration.String()
+		c.Annotations[vocab.CertificateDurationAnnotation] = duration.String()
 		return c
 	case *corev1.ConfigMap:
 		st, ok := cas[t.Name]
@@ -281,18 +289,18 @@ func fillObject(o client.Object, pairs map[string]*keyPair, cas map[string]*caSt
 		if c.Data == nil {
 			c.Data = map[string]string{}
 		}
-		c.Data[components.CABundleKey] = string(st.bundle.pem)
+		c.Data[vocab.CABundleKey] = string(st.bundle.pem)
 		return c
 	case *admissionv1.ValidatingWebhookConfiguration:
 		c := t.DeepCopy()
 		for i := range c.Webhooks {
-			injectWebhook(&c.Webhooks[i].ClientConfig, cas[bundleFor(o)])
+			injectWebhook(&c.Webhooks[i].ClientConfig, cas[specs.bundleFor(o)])
 		}
 		return c
 	case *admissionv1.MutatingWebhookConfiguration:
 		c := t.DeepCopy()
 		for i := range c.Webhooks {
-			injectWebhook(&c.Webhooks[i].ClientConfig, cas[bundleFor(o)])
+			injectWebhook(&c.Webhooks[i].ClientConfig, cas[specs.bundleFor(o)])
 		}
 		return c
 	case *apiregv1.APIService:
@@ -300,7 +308,7 @@ func fillObject(o client.Object, pairs map[string]*keyPair, cas map[string]*caSt
 			return o
 		}
 		c := t.DeepCopy()
-		c.Spec.CABundle = slices.Clone(cas[bundleFor(o)].bundle.pem)
+		c.Spec.CABundle = slices.Clone(cas[specs.bundleFor(o)].bundle.pem)
 		return c
 	case *unstructured.Unstructured:
 		if !isRoute(t) {
@@ -310,7 +318,7 @@ func fillObject(o client.Object, pairs map[string]*keyPair, cas map[string]*caSt
 			return o
 		}
 		c := t.DeepCopy()
-		_ = unstructured.SetNestedField(c.Object, string(cas[bundleFor(o)].bundle.pem), "spec", "tls", "destinationCACertificate")
+		_ = unstructured.SetNestedField(c.Object, string(cas[specs.bundleFor(o)].bundle.pem), "spec", "tls", "destinationCACertificate")
 		return c
 	}
 	return o

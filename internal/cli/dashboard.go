@@ -7,9 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/virtop-dev/virtop/internal/catalog"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/dashboard"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func init() { register(newDashboardCommand) }
@@ -27,7 +27,7 @@ readiness, requests to the API server, work queues, VMI phases, migrations,
 certificate expiry, and virtop's own monitoring gate and conditions. Panels
 read only the metrics that version exposes.
 
-The operator installs it as the ConfigMap ` + components.DashboardConfigMapName + `, labelled
+The operator installs it as the ConfigMap ` + vocab.DashboardConfigMapName + `, labelled
 ` + dashboard.SidecarLabel + `=` + dashboard.SidecarLabelValue + `, where it finds a Grafana dashboard sidecar convention (a
 ConfigMap with that label in a monitoring namespace, as kube-prometheus-stack
 ships its dashboards); a KubeVirtMonitoring with spec.dashboard.disabled
@@ -87,7 +87,7 @@ func dashboardConfigMap(r catalog.Release, namespace string) (*corev1.ConfigMap,
 		return nil, err
 	}
 	for _, o := range s.Objects {
-		if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == components.DashboardConfigMapName {
+		if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == vocab.DashboardConfigMapName {
 			return cm, nil
 		}
 	}

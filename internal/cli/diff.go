@@ -5,9 +5,10 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/diff"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/tools/diff"
 )
 
 func init() { register(newDiffCommand) }
@@ -17,6 +18,7 @@ func newDiffCommand() *cobra.Command {
 		rf             renderFlags
 		output         string
 		ignoreMetadata bool
+		showStamps     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "diff A B",
@@ -37,7 +39,19 @@ have, the changed fields are listed by path; items of lists whose items have
 names (containers, env, volumes, rules...) are matched by name, other lists by
 index. PrometheusRules are also compared alert by alert and recording rule by
 recording rule. The kubevirt.io/install-strategy-identifier annotation (a hash
-of the whole config) and server-written metadata are ignored.
+of the whole config) and server-written metadata are ignored, and so, unless
+--show-stamps, are the version stamps (the install-strategy-version and
+-registry and kubevirt.io/generation annotations, the app.kubernetes.io/version
+label) and the bookkeeping (virtop's virtop.dev/... annotations and the
+app.kubernetes.io/managed-by label).
+
+A strategy written by upstream's operator (ConfigMap or decoded YAML, gzipped
+or not) is read with its quirks (CA ConfigMaps listed twice, odd apiVersions)
+and compared as upstream's operator applies it: the objects of feature gates
+that are off left out, its labels, install-strategy annotations and placement
+stamped, for the rendering flags' KubeVirt resource. What then differs from
+virtop's rendering of the same release is listed, with the reasons, in
+docs/upstream-differences.md.
 
 Exit status: 0 when the strategies are equal, 1 when they differ, 2 on error.`,
 		Example: `  # what changes between KubeVirt v1.5.0 and v1.5.3
@@ -50,6 +64,9 @@ Exit status: 0 when the strategies are equal, 1 when they differ, 2 on error.`,
 
   # what a KubeVirtMonitoring changes (a dump tuned with virtop dump --tuning)
   virtop diff version:v1.5.3 tuned.yaml
+
+  # upstream's own strategy of v1.5.3 against virtop's
+  virtop diff ../shared/upstream-strategies/v1.5.3/strategy-monitoring.yaml.gz version:v1.5.3
 
   # two dumps, as JSON for a script
   virtop dump --registry registry.example.com/kubevirt > a.yaml
@@ -73,15 +90,24 @@ Exit status: 0 when the strategies are equal, 1 when they differ, 2 on error.`,
 				f.version = version
 				return f.generate()
 			}
-			a, err := diff.Load(args[0], render)
+			loader := diff.Loader{Render: render, Upstream: func(version string, objs []client.Object) ([]client.Object, error) {
+				f := rf
+				f.version = version
+				cfg, err := f.config()
+				if err != nil {
+					return nil, err
+				}
+				return strategy.AsAppliedByUpstream(objs, cfg)
+			}}
+			a, err := loader.Load(args[0])
 			if err != nil {
 				return err
 			}
-			b, err := diff.Load(args[1], render)
+			b, err := loader.Load(args[1])
 			if err != nil {
 				return err
 			}
-			res := diff.Options{IgnoreMetadata: ignoreMetadata}.Compare(a, b)
+			res := diff.Options{IgnoreMetadata: ignoreMetadata, ShowStamps: showStamps}.Compare(a, b)
 			var out []byte
 			if output == "json" {
 				out, err = res.JSON()
@@ -106,6 +132,7 @@ Exit status: 0 when the strategies are equal, 1 when they differ, 2 on error.`,
 	_ = cmd.Flags().MarkHidden("tag")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().BoolVar(&ignoreMetadata, "ignore-metadata", false, "ignore labels and annotations altogether (of objects and pod templates; not of alerts)")
+	cmd.Flags().BoolVar(&showStamps, "show-stamps", false, "compare the version stamps and the bookkeeping metadata (virtop.dev/ annotations, managed-by label) too")
 	return cmd
 }
 

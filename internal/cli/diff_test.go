@@ -7,9 +7,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/virtop-dev/virtop/internal/tools/diff"
 )
 
 var summaryLine = regexp.MustCompile(`^[0-9]+ added, [0-9]+ removed, [1-9][0-9]* changed\n`)
@@ -204,5 +207,50 @@ func TestDiffVersionRules(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("the PrometheusRule did not change between v1.5.0 and v1.5.3")
+	}
+}
+
+// TestDiffUpstreamStrategies runs `virtop diff <upstream's strategy>
+// version:<release>` on the reference strategies of
+// ../shared/upstream-strategies (both files of every release): it exits 1,
+// and every difference it reports is a row of docs/upstream-differences.md.
+// Rules are the monitoring work's (their own tests compare them), so the
+// PrometheusRule's fields are left to their row.
+func TestDiffUpstreamStrategies(t *testing.T) {
+	dir := os.Getenv("VIRTOP_UPSTREAM_STRATEGIES")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", "shared", "upstream-strategies")
+	}
+	abs, _ := filepath.Abs(dir)
+	files, _ := filepath.Glob(filepath.Join(abs, "v*", "strategy*.yaml.gz"))
+	if len(files) == 0 {
+		t.Skipf("no upstream reference strategies: %s is missing (set VIRTOP_UPSTREAM_STRATEGIES to the directory)", abs)
+	}
+	rows, err := diff.ReadDocumented(filepath.Join("..", "..", "docs", "upstream-differences.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		version := filepath.Base(filepath.Dir(f))
+		t.Run(version+"/"+filepath.Base(f), func(t *testing.T) {
+			code, out, errOut := runDiffCLI(t, "diff", f, "version:"+version, "-o", "json")
+			if code != 1 {
+				t.Fatalf("exit %d, want 1: %s", code, errOut)
+			}
+			var res diff.Result
+			if err := json.Unmarshal([]byte(out), &res); err != nil {
+				t.Fatal(err)
+			}
+			for _, item := range res.Items() {
+				if !slices.ContainsFunc(rows, func(r *diff.Documented) bool { return r.Matches(item) }) {
+					t.Errorf("undocumented: %s", item)
+				}
+			}
+			for _, o := range append(res.Added, res.Removed...) {
+				if o.Group != "monitoring.coreos.com" && o.Name != "kubevirt-monitoring" {
+					t.Errorf("%s: only monitoring objects may be added or removed", o)
+				}
+			}
+		})
 	}
 }

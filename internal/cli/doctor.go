@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtop-dev/virtop/internal/config"
-	"github.com/virtop-dev/virtop/internal/doctor"
 	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/tools/doctor"
 )
 
 func init() { register(newDoctorCommand) }

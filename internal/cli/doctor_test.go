@@ -28,7 +28,7 @@ users:
 
 // doctor exits 2 when it cannot run: a bad flag, an unreadable kubeconfig,
 // an API server that does not answer. (Its verdicts are tested in
-// internal/doctor against envtest.)
+// internal/tools/doctor against envtest.)
 func TestDoctorCouldNotRun(t *testing.T) {
 	dir := t.TempDir()
 	kc := filepath.Join(dir, "kubeconfig")

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/virtop-dev/virtop/internal/devcluster"
-	"github.com/virtop-dev/virtop/internal/progress"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
+	"github.com/virtop-dev/virtop/internal/tools/progress"
 )
 
 func init() { register(newDownCommand) }

@@ -77,13 +77,20 @@ func (f *renderFlags) kubeVirt() (*kvv1.KubeVirt, error) {
 	return kv, nil
 }
 
-// generate renders the strategy the flags describe.
-func (f *renderFlags) generate() (*strategy.Strategy, error) {
+// config is the deployment config the flags describe, with the
+// KV_IO_EXTRA_ENV_* variables of the environment as the operator would
+// pass them on.
+func (f *renderFlags) config() (*config.DeploymentConfig, error) {
 	kv, err := f.kubeVirt()
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := config.FromKubeVirt(kv, config.Settings{})
+	return config.FromKubeVirt(kv, config.Settings{PassthroughEnv: config.PassthroughEnvFrom(os.Environ())})
+}
+
+// generate renders the strategy the flags describe.
+func (f *renderFlags) generate() (*strategy.Strategy, error) {
+	cfg, err := f.config()
 	if err != nil {
 		return nil, err
 	}

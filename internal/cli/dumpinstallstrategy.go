@@ -15,10 +15,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtop-dev/virtop/internal/config"
-	"github.com/virtop-dev/virtop/internal/progress"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategyjob"
+	"github.com/virtop-dev/virtop/internal/tools/progress"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func init() { register(newDumpInstallStrategyCommand) }
@@ -78,7 +79,7 @@ func dumpInstallStrategy(ctx context.Context, raw string, log io.Writer) error {
 		return fmt.Errorf("encode the install strategy of %s: %w", cfg.Version, err)
 	}
 	fmt.Fprintf(log, "Rendered the install strategy of KubeVirt %s (deployment %s): %d objects, %d bytes encoded, in %s\n",
-		cfg.Version, cfg.ID, len(st.Objects), len(cm.Data[strategy.ManifestsKey]), time.Since(start).Round(time.Millisecond))
+		cfg.Version, cfg.ID, len(st.Objects), len(cm.Data[vocab.ManifestsKey]), time.Since(start).Round(time.Millisecond))
 
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
@@ -99,7 +100,7 @@ func dumpInstallStrategy(ctx context.Context, raw string, log io.Writer) error {
 	rep := progress.Start(fmt.Sprintf("the API server at %s to take ConfigMap %s/%s", restCfg.Host, cm.Namespace, cm.Name),
 		progress.ForStderr(log, false))
 	rep.Reason("server-side apply sent")
-	err = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u}), client.FieldOwner(strategyFieldManager), client.ForceOwnership)
+	err = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u}), client.FieldOwner(vocab.FieldManager), client.ForceOwnership)
 	rep.Stop()
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -107,10 +108,6 @@ func dumpInstallStrategy(ctx context.Context, raw string, log io.Writer) error {
 		}
 		return &ExitError{Code: 1, Err: fmt.Errorf("write ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)}
 	}
-	fmt.Fprintf(log, "Wrote ConfigMap %s/%s (server-side apply, field manager %s)\n", cm.Namespace, cm.Name, strategyFieldManager)
+	fmt.Fprintf(log, "Wrote ConfigMap %s/%s (server-side apply, field manager %s)\n", cm.Namespace, cm.Name, vocab.FieldManager)
 	return nil
 }
-
-// strategyFieldManager is the field manager of everything virtop applies
-// (conventions.md).
-const strategyFieldManager = "virtop"

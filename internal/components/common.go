@@ -13,46 +13,6 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 )
 
-// Labels and annotations shared with upstream KubeVirt.
-const (
-	// AppLabel selects component pods: kubevirt.io: virt-api.
-	AppLabel = "kubevirt.io"
-	// PrometheusLabel marks pods and Services the ServiceMonitor scrapes.
-	PrometheusLabel      = "prometheus.kubevirt.io"
-	PrometheusLabelValue = "true"
-	// ManagedByLabel is set on every object virtop creates.
-	ManagedByLabel = "app.kubernetes.io/managed-by"
-	ManagedByValue = "virtop"
-	// Install strategy annotations, as upstream names them.
-	InstallStrategyVersionAnnotation    = "kubevirt.io/install-strategy-version"
-	InstallStrategyRegistryAnnotation   = "kubevirt.io/install-strategy-registry"
-	InstallStrategyIdentifierAnnotation = "kubevirt.io/install-strategy-identifier"
-	InstallStrategyLabel                = "kubevirt.io/install-strategy"
-	// PriorityClass of every control-plane pod; shipped with the operator.
-	PriorityClassName = "kubevirt-cluster-critical"
-	// RequiredSCCAnnotation names the OpenShift SCC a pod needs.
-	RequiredSCCAnnotation = "openshift.io/required-scc"
-)
-
-// Component names, which are also Deployment/DaemonSet names and the values
-// of the kubevirt.io label on their pods.
-const (
-	VirtAPI         = "virt-api"
-	VirtController  = "virt-controller"
-	VirtHandler     = "virt-handler"
-	VirtExportProxy = "virt-exportproxy"
-	VirtOperator    = "virt-operator"
-)
-
-// ServiceAccount names, as upstream names them.
-const (
-	APIServiceAccount         = "kubevirt-apiserver"
-	ControllerServiceAccount  = "kubevirt-controller"
-	HandlerServiceAccount     = "kubevirt-handler"
-	ExportProxyServiceAccount = "kubevirt-exportproxy"
-	OperatorServiceAccount    = "kubevirt-operator"
-)
-
 // VMExportFeatureGate enables virt-exportproxy.
 const VMExportFeatureGate = "VMExport"
 

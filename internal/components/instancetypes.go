@@ -3,7 +3,6 @@ package components
 import (
 	"bufio"
 	"bytes"
-	"embed"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,16 +18,15 @@ import (
 
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
 )
 
 // The common instancetypes and preferences are published data of the
 // kubevirt/common-instancetypes project, which KubeVirt embeds in its
 // operator (pkg/virt-operator/resource/generate/components/data/). virtop
-// embeds the same bundles, one directory per common-instancetypes release.
-//
-//go:embed data/common-instancetypes/*/*.yaml
-var instancetypesData embed.FS
+// embeds the same bundles (internal/release/data/instancetypes/<version>/),
+// and each release names the one it ships.
 
 // Kinds and API version of the bundles' objects. There are no Go types for
 // them in virtop's dependencies, so they are rendered unstructured.
@@ -38,14 +37,6 @@ const (
 	clusterInstancetypesBundleFN = "common-clusterinstancetypes-bundle.yaml"
 	clusterPreferencesBundleFN   = "common-clusterpreferences-bundle.yaml"
 )
-
-// commonInstancetypesVersion maps a KubeVirt release to the
-// common-instancetypes release it ships (the bundles' label
-// instancetype.kubevirt.io/common-instancetypes-version).
-var commonInstancetypesVersion = map[string]string{
-	"v1.5.0": "v1.3.0",
-	"v1.5.3": "v1.3.1",
-}
 
 func init() { register("instancetypes", renderInstancetypes) }
 
@@ -89,10 +80,11 @@ var (
 // commonBundle returns the parsed bundle of a KubeVirt release. The shared
 // objects must not be modified; callers copy them.
 func commonBundle(kubevirtVersion string) (*parsedBundle, error) {
-	ciVersion, ok := commonInstancetypesVersion[kubevirtVersion]
+	rel, ok := release.Lookup(kubevirtVersion)
 	if !ok {
 		return nil, fmt.Errorf("no common instancetypes bundle for KubeVirt %s", kubevirtVersion)
 	}
+	ciVersion := rel.CommonInstancetypes
 	bundlesMu.Lock()
 	b, ok := bundles[ciVersion]
 	if !ok {
@@ -101,12 +93,11 @@ func commonBundle(kubevirtVersion string) (*parsedBundle, error) {
 	}
 	bundlesMu.Unlock()
 	b.once.Do(func() {
-		dir := "data/common-instancetypes/" + ciVersion + "/"
-		b.instancetypes, b.err = parseEmbeddedBundle(dir+clusterInstancetypesBundleFN, ClusterInstancetypeKind)
+		b.instancetypes, b.err = parseEmbeddedBundle(ciVersion, clusterInstancetypesBundleFN, ClusterInstancetypeKind)
 		if b.err != nil {
 			return
 		}
-		b.preferences, b.err = parseEmbeddedBundle(dir+clusterPreferencesBundleFN, ClusterPreferenceKind)
+		b.preferences, b.err = parseEmbeddedBundle(ciVersion, clusterPreferencesBundleFN, ClusterPreferenceKind)
 	})
 	if b.err != nil {
 		return nil, fmt.Errorf("common instancetypes %s: %w", ciVersion, b.err)
@@ -114,8 +105,8 @@ func commonBundle(kubevirtVersion string) (*parsedBundle, error) {
 	return b, nil
 }
 
-func parseEmbeddedBundle(path, kind string) ([]*unstructured.Unstructured, error) {
-	raw, err := instancetypesData.ReadFile(path)
+func parseEmbeddedBundle(version, path, kind string) ([]*unstructured.Unstructured, error) {
+	raw, err := release.InstancetypeBundle(version, path)
 	if err != nil {
 		return nil, err
 	}
@@ -165,8 +156,12 @@ func parseBundle(raw []byte, kind string) ([]*unstructured.Unstructured, error) 
 			return nil, fmt.Errorf("document %d: %s %s appears twice", i, kind, u.GetName())
 		}
 		seen[u.GetName()] = true
-		if _, ok := u.Object["spec"].(map[string]interface{}); !ok {
+		spec, ok := u.Object["spec"].(map[string]interface{})
+		if !ok {
 			return nil, fmt.Errorf("document %d: %s %s has no spec", i, kind, u.GetName())
+		}
+		if err := canonicalQuantities(spec); err != nil {
+			return nil, fmt.Errorf("document %d: %s %s: %w", i, kind, u.GetName(), err)
 		}
 		out = append(out, u)
 	}
@@ -175,4 +170,29 @@ func parseBundle(raw []byte, kind string) ([]*unstructured.Unstructured, error) 
 	}
 	slices.SortFunc(out, func(a, b *unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return out, nil
+}
+
+// canonicalQuantities writes memory sizes ("guest") in the canonical form
+// upstream's objects carry: upstream decodes the bundle into its Go types,
+// whose resource.Quantity re-encodes 1.5Gi as 1536Mi. The API server keeps a
+// custom resource's spelling, so it must be right here.
+func canonicalQuantities(m map[string]interface{}) error {
+	for k, v := range m {
+		switch t := v.(type) {
+		case map[string]interface{}:
+			if err := canonicalQuantities(t); err != nil {
+				return err
+			}
+		case string:
+			if k != "guest" {
+				continue
+			}
+			q, err := resource.ParseQuantity(t)
+			if err != nil {
+				return fmt.Errorf("%s: %w", k, err)
+			}
+			m[k] = q.String()
+		}
+	}
+	return nil
 }

@@ -13,16 +13,12 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/rules"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Names of the monitoring objects, as upstream names them. The
 // ServiceMonitor reuses the PrometheusRule's name, as upstream does.
 const (
-	PrometheusRuleName = "prometheus-kubevirt-rules"
-	ServiceMonitorName = PrometheusRuleName
-	// MonitoringRBACName names the Role and RoleBinding that let
-	// Prometheus discover and scrape the install namespace's targets.
-	MonitoringRBACName = "kubevirt-monitoring"
 	// MonitorNamespacePlaceholder is the RoleBinding subject's namespace
 	// when the KubeVirt resource names no monitorNamespace. It is
 	// kube-prometheus's namespace, the second of upstream's defaults
@@ -31,11 +27,6 @@ const (
 	// ServiceAccounts it resolved, so the placeholder is never what grants
 	// access unless it is also what the plan found.
 	MonitorNamespacePlaceholder = "monitoring"
-	// ClusterMonitoringLabel makes OpenShift's cluster monitoring pick the
-	// ServiceMonitor up.
-	ClusterMonitoringLabel = "openshift.io/cluster-monitoring"
-	// k8sAppLabel is set on the ServiceMonitor and PrometheusRule.
-	k8sAppLabel = "k8s-app"
 )
 
 func init() { register("monitoring", renderMonitoring) }
@@ -81,17 +72,17 @@ func newServiceMonitor(ns string) *monitoringv1.ServiceMonitor {
 	sm := &monitoringv1.ServiceMonitor{
 		TypeMeta: monitoringTypeMeta(monitoringv1.ServiceMonitorsKind),
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      ServiceMonitorName,
+			Name:      vocab.ServiceMonitorName,
 			Namespace: ns,
 			Labels: map[string]string{
-				ClusterMonitoringLabel: "",
-				PrometheusLabel:        PrometheusLabelValue,
-				k8sAppLabel:            "kubevirt",
+				vocab.ClusterMonitoringLabel: "",
+				vocab.PrometheusLabel:        vocab.PrometheusLabelValue,
+				vocab.K8sAppLabel:            "kubevirt",
 			},
 		},
 		Spec: monitoringv1.ServiceMonitorSpec{
 			Selector: metav1.LabelSelector{
-				MatchLabels: map[string]string{PrometheusLabel: PrometheusLabelValue},
+				MatchLabels: map[string]string{vocab.PrometheusLabel: vocab.PrometheusLabelValue},
 			},
 			NamespaceSelector: monitoringv1.NamespaceSelector{MatchNames: []string{ns}},
 			Endpoints: []monitoringv1.Endpoint{{
@@ -126,16 +117,16 @@ func newPrometheusRule(c *config.DeploymentConfig, r catalog.Release) (*monitori
 		RunbookURLTemplate: tmpl,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("PrometheusRule %s for %s: %w", PrometheusRuleName, r.Version, err)
+		return nil, fmt.Errorf("PrometheusRule %s for %s: %w", vocab.PrometheusRuleName, r.Version, err)
 	}
 	pr := &monitoringv1.PrometheusRule{
 		TypeMeta: monitoringTypeMeta(monitoringv1.PrometheusRuleKind),
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      PrometheusRuleName,
+			Name:      vocab.PrometheusRuleName,
 			Namespace: c.Namespace,
 			Labels: map[string]string{
-				PrometheusLabel: PrometheusLabelValue,
-				k8sAppLabel:     "kubevirt",
+				vocab.PrometheusLabel: vocab.PrometheusLabelValue,
+				vocab.K8sAppLabel:     "kubevirt",
 			},
 		},
 		Spec: *spec,
@@ -153,9 +144,9 @@ func newMonitoringRole(ns string) *rbacv1.Role {
 	role := &rbacv1.Role{
 		TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      MonitoringRBACName,
+			Name:      vocab.MonitoringRBACName,
 			Namespace: ns,
-			Labels:    map[string]string{AppLabel: ""},
+			Labels:    map[string]string{vocab.AppLabel: ""},
 		},
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"services", "endpoints", "pods"}, Verbs: read},
@@ -178,11 +169,11 @@ func newMonitoringRoleBinding(c *config.DeploymentConfig) *rbacv1.RoleBinding {
 	rb := &rbacv1.RoleBinding{
 		TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      MonitoringRBACName,
+			Name:      vocab.MonitoringRBACName,
 			Namespace: c.Namespace,
-			Labels:    map[string]string{AppLabel: ""},
+			Labels:    map[string]string{vocab.AppLabel: ""},
 		},
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: MonitoringRBACName},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: vocab.MonitoringRBACName},
 		Subjects: []rbacv1.Subject{{
 			Kind:      rbacv1.ServiceAccountKind,
 			Name:      account,

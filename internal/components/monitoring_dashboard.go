@@ -10,11 +10,8 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/dashboard"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
-
-// DashboardConfigMapName names the ConfigMap that ships virtop's Grafana
-// dashboard of the KubeVirt control plane.
-const DashboardConfigMapName = "virtop-kubevirt-control-plane-dashboard"
 
 // newDashboardConfigMap renders the control-plane dashboard of the release
 // for the install namespace into a ConfigMap labelled for Grafana's
@@ -24,7 +21,7 @@ const DashboardConfigMapName = "virtop-kubevirt-control-plane-dashboard"
 func newDashboardConfigMap(c *config.DeploymentConfig, r catalog.Release) (*corev1.ConfigMap, error) {
 	d, err := dashboard.Render(dashboard.Options{Release: r.Version, Namespace: c.Namespace})
 	if err != nil {
-		return nil, fmt.Errorf("ConfigMap %s for %s: %w", DashboardConfigMapName, r.Version, err)
+		return nil, fmt.Errorf("ConfigMap %s for %s: %w", vocab.DashboardConfigMapName, r.Version, err)
 	}
 	b, err := d.JSON()
 	if err != nil {
@@ -33,11 +30,11 @@ func newDashboardConfigMap(c *config.DeploymentConfig, r catalog.Release) (*core
 	cm := &corev1.ConfigMap{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      DashboardConfigMapName,
+			Name:      vocab.DashboardConfigMapName,
 			Namespace: c.Namespace,
 			Labels: map[string]string{
 				dashboard.SidecarLabel: dashboard.SidecarLabelValue,
-				k8sAppLabel:            "kubevirt",
+				vocab.K8sAppLabel:      "kubevirt",
 			},
 		},
 		Data: map[string]string{dashboard.FileName: string(b)},

@@ -32,6 +32,9 @@ type Settings struct {
 	ImageDigests map[string]string
 	// RunbookURLTemplate has one %s for the alert name.
 	RunbookURLTemplate string
+	// PassthroughEnv is the operator's KV_IO_EXTRA_ENV_* environment,
+	// prefix stripped (PassthroughEnvFrom).
+	PassthroughEnv map[string]string
 }
 
 // FieldError says which field of the input is wrong and why.
@@ -95,6 +98,22 @@ func FromKubeVirt(kv *kvv1.KubeVirt, s Settings) (*DeploymentConfig, error) {
 	}
 	if dc := spec.Configuration.DeveloperConfiguration; dc != nil {
 		c.FeatureGates = append([]string(nil), dc.FeatureGates...)
+		c.DisabledFeatureGates = append([]string(nil), dc.DisabledFeatureGates...)
+	}
+	if m := spec.Configuration.MigrationConfiguration; m != nil && m.Network != nil {
+		c.MigrationNetwork = *m.Network
+	}
+	if n := spec.Configuration.VirtualMachineInstancesPerNode; n != nil {
+		c.MaxVMIsPerNode = *n
+		if *n < 1 {
+			return nil, fieldErr("spec.configuration.virtualMachineInstancesPerNode", fmt.Sprint(*n), "must be at least 1")
+		}
+	}
+	if len(s.PassthroughEnv) > 0 {
+		c.PassthroughEnv = make(map[string]string, len(s.PassthroughEnv))
+		for k, v := range s.PassthroughEnv {
+			c.PassthroughEnv[k] = v
+		}
 	}
 	if ci := spec.Configuration.CommonInstancetypesDeployment; ci != nil && ci.Enabled != nil {
 		c.CommonInstancetypes = *ci.Enabled
@@ -184,6 +203,10 @@ func Normalize(c *DeploymentConfig) {
 		c.RunbookURLTemplate = DefaultRunbookURLTemplate
 	}
 	c.FeatureGates = sortedSet(c.FeatureGates)
+	c.DisabledFeatureGates = sortedSet(c.DisabledFeatureGates)
+	if len(c.PassthroughEnv) == 0 {
+		c.PassthroughEnv = nil
+	}
 	c.ImagePullSecrets = sortedSet(c.ImagePullSecrets)
 	for _, p := range []*Placement{&c.Infra, &c.Workloads} {
 		sortTolerations(p.Tolerations)
@@ -292,6 +315,33 @@ func Validate(c *DeploymentConfig) error {
 	for i, g := range c.FeatureGates {
 		if strings.TrimSpace(g) == "" || strings.ContainsAny(g, " \t\n") {
 			return fieldErr(fmt.Sprintf("spec.configuration.developerConfiguration.featureGates[%d]", i), g, "must be a non-empty name without spaces")
+		}
+	}
+	for i, g := range c.DisabledFeatureGates {
+		if strings.TrimSpace(g) == "" || strings.ContainsAny(g, " \t\n") {
+			return fieldErr(fmt.Sprintf("spec.configuration.developerConfiguration.disabledFeatureGates[%d]", i), g, "must be a non-empty name without spaces")
+		}
+	}
+	if n := c.MigrationNetwork; n != "" {
+		ns, name, found := strings.Cut(n, "/")
+		if !found {
+			ns, name = "", n
+		}
+		for _, part := range []string{ns, name} {
+			if part == "" && found || part != "" && len(validation.IsDNS1123Subdomain(part)) > 0 {
+				return fieldErr("spec.configuration.migrations.network", n, "must name a NetworkAttachmentDefinition as <name> or <namespace>/<name>")
+			}
+		}
+		if name == "" {
+			return fieldErr("spec.configuration.migrations.network", n, "must name a NetworkAttachmentDefinition as <name> or <namespace>/<name>")
+		}
+	}
+	if c.MaxVMIsPerNode < 0 {
+		return fieldErr("spec.configuration.virtualMachineInstancesPerNode", fmt.Sprint(c.MaxVMIsPerNode), "must be at least 1")
+	}
+	for _, k := range sortedKeys(c.PassthroughEnv) {
+		if errs := validation.IsEnvVarName(k); len(errs) > 0 {
+			return fieldErr(PassthroughEnvPrefix+k, k, "must be an environment variable name: %s", strings.Join(errs, "; "))
 		}
 	}
 	for name, p := range map[string]Placement{"spec.infra": c.Infra, "spec.workloads": c.Workloads} {

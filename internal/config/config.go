@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,6 +85,9 @@ type DeploymentConfig struct {
 
 	// FeatureGates is sorted and free of duplicates.
 	FeatureGates []string `json:"featureGates,omitempty"`
+	// DisabledFeatureGates turns off gates a release enables by default
+	// (Beta gates from v1.9.0); sorted and free of duplicates.
+	DisabledFeatureGates []string `json:"disabledFeatureGates,omitempty"`
 	// CommonInstancetypes deploys the common instancetypes and preferences.
 	CommonInstancetypes bool `json:"commonInstancetypes"`
 
@@ -99,6 +104,39 @@ type DeploymentConfig struct {
 
 	// RunbookURLTemplate is a format string with one %s for the alert name.
 	RunbookURLTemplate string `json:"runbookURLTemplate"`
+
+	// MigrationNetwork is spec.configuration.migrations.network: the
+	// NetworkAttachmentDefinition virt-handler joins for migrations.
+	MigrationNetwork string `json:"migrationNetwork,omitempty"`
+	// MaxVMIsPerNode is spec.configuration.virtualMachineInstancesPerNode
+	// (virt-handler's --max-devices); 0 when unset.
+	MaxVMIsPerNode int `json:"maxVMIsPerNode,omitempty"`
+	// PassthroughEnv is the operator's KV_IO_EXTRA_ENV_* environment with
+	// the prefix stripped, handed to every component and the strategy Job,
+	// as upstream does (distributions use it for proxy settings).
+	PassthroughEnv map[string]string `json:"passthroughEnv,omitempty"`
+}
+
+// PassthroughEnvPrefix marks the operator environment variables that are
+// handed on to the components, the prefix stripped.
+const PassthroughEnvPrefix = "KV_IO_EXTRA_ENV_"
+
+// PassthroughEnvFrom picks the KV_IO_EXTRA_ENV_* entries of an environment
+// (os.Environ's form), prefix stripped; nil when there are none.
+func PassthroughEnvFrom(environ []string) map[string]string {
+	var out map[string]string
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		name, found := strings.CutPrefix(k, PassthroughEnvPrefix)
+		if !ok || !found || name == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[name] = v
+	}
+	return out
 }
 
 // Placement is where a group of components runs and how many replicas it
@@ -220,4 +258,19 @@ func Parse(data []byte) (*DeploymentConfig, error) {
 	}
 	c.ID = c.ComputeID()
 	return &c, nil
+}
+
+// PassthroughEnvVars are the passthrough variables as container
+// environment, sorted by name: the components and the strategy Job get them.
+func (c *DeploymentConfig) PassthroughEnvVars() []corev1.EnvVar {
+	names := make([]string, 0, len(c.PassthroughEnv))
+	for k := range c.PassthroughEnv {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	out := make([]corev1.EnvVar, 0, len(names))
+	for _, n := range names {
+		out = append(out, corev1.EnvVar{Name: n, Value: c.PassthroughEnv[n]})
+	}
+	return out
 }

@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // operatorOwned are the objects the operator itself depends on, by kind
@@ -20,14 +22,14 @@ import (
 // change them, except the webhooks' failurePolicy and timeoutSeconds (the
 // local cluster sets them) and their labels and annotations.
 var operatorOwned = map[string][]string{
-	"ValidatingWebhookConfiguration": {"virt-operator-validator"},
-	"Service":                        {"kubevirt-operator-webhook"},
-	"Secret":                         {"kubevirt-operator-certs"},
-	"ServiceAccount":                 {"kubevirt-operator"},
-	"ClusterRole":                    {"kubevirt-operator"},
-	"ClusterRoleBinding":             {"kubevirt-operator"},
-	"Role":                           {"kubevirt-operator"},
-	"RoleBinding":                    {"kubevirt-operator"},
+	"ValidatingWebhookConfiguration": {vocab.OperatorValidatingWebhookName},
+	"Service":                        {vocab.OperatorWebhookServiceName},
+	"Secret":                         {vocab.VirtOperatorCertSecretName},
+	"ServiceAccount":                 {vocab.OperatorServiceAccount},
+	"ClusterRole":                    {vocab.OperatorRBACName},
+	"ClusterRoleBinding":             {vocab.OperatorRBACName},
+	"Role":                           {vocab.OperatorRBACName},
+	"RoleBinding":                    {vocab.OperatorRBACName},
 }
 
 var (

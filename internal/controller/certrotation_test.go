@@ -15,10 +15,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/operator"
-	"github.com/virtop-dev/virtop/internal/operator/operatortest"
-	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/testing/operatortest"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // parseCerts returns every certificate of a PEM blob.
@@ -66,7 +67,7 @@ func readCertState(t *testing.T, c client.Client, ns string) (*certState, error)
 	ctx := context.Background()
 	st := &certState{webhooks: map[string][]*x509.Certificate{}}
 	sec := &corev1.Secret{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: components.VirtAPICertSecretName}, sec); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: vocab.VirtAPICertSecretName}, sec); err != nil {
 		return nil, err
 	}
 	if cs := parseCerts(t, "virt-api tls.crt", sec.Data[corev1.TLSCertKey]); len(cs) > 0 {
@@ -75,7 +76,7 @@ func readCertState(t *testing.T, c client.Client, ns string) (*certState, error)
 		return nil, fmt.Errorf("secret %s holds no certificate", sec.Name)
 	}
 	ca := &corev1.Secret{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: components.CASecretName}, ca); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: vocab.CASecretName}, ca); err != nil {
 		return nil, err
 	}
 	if cs := parseCerts(t, "CA tls.crt", ca.Data[corev1.TLSCertKey]); len(cs) > 0 {
@@ -84,19 +85,19 @@ func readCertState(t *testing.T, c client.Client, ns string) (*certState, error)
 		return nil, fmt.Errorf("secret %s holds no certificate", ca.Name)
 	}
 	cm := &corev1.ConfigMap{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: components.CASecretName}, cm); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: vocab.CASecretName}, cm); err != nil {
 		return nil, err
 	}
-	st.bundle = parseCerts(t, "CA bundle", []byte(cm.Data[components.CABundleKey]))
+	st.bundle = parseCerts(t, "CA bundle", []byte(cm.Data[vocab.CABundleKey]))
 	vwc := &admissionv1.ValidatingWebhookConfiguration{}
-	if err := c.Get(ctx, client.ObjectKey{Name: components.VirtAPIValidatingWebhookName}, vwc); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Name: vocab.VirtAPIValidatingWebhookName}, vwc); err != nil {
 		return nil, err
 	}
 	for _, w := range vwc.Webhooks {
 		st.webhooks[vwc.Name+"/"+w.Name] = parseCerts(t, "caBundle of "+w.Name, w.ClientConfig.CABundle)
 	}
 	mwc := &admissionv1.MutatingWebhookConfiguration{}
-	if err := c.Get(ctx, client.ObjectKey{Name: components.VirtAPIMutatingWebhookName}, mwc); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Name: vocab.VirtAPIMutatingWebhookName}, mwc); err != nil {
 		return nil, err
 	}
 	for _, w := range mwc.Webhooks {
@@ -114,7 +115,7 @@ func verifyServing(serving *x509.Certificate, roots []*x509.Certificate, ns stri
 	}
 	_, err := serving.Verify(x509.VerifyOptions{
 		Roots:     pool,
-		DNSName:   components.VirtAPI + "." + ns + ".svc",
+		DNSName:   vocab.VirtAPI + "." + ns + ".svc",
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	})
 	return err
@@ -178,8 +179,8 @@ func TestCertRotation(t *testing.T) {
 		}
 	}
 
-	// poll reads the state, failing at once if Available leaves True.
-	poll := func(key types.NamespacedName) (*certState, string) {
+	// read reads the state, failing at once if Available leaves True.
+	read := func(key types.NamespacedName) (*certState, string) {
 		cur := &kvv1.KubeVirt{}
 		if err := c.Get(ctx, key, cur); err != nil {
 			return nil, err.Error()
@@ -194,8 +195,8 @@ func TestCertRotation(t *testing.T) {
 		return st, ""
 	}
 
-	wait(t, "a new virt-api serving certificate", 3*time.Minute, func() (bool, string) {
-		st, why := poll(key)
+	poll.Eventually(t, "a new virt-api serving certificate", 3*time.Minute, func() (bool, string) {
+		st, why := read(key)
 		if st == nil {
 			return false, why
 		}
@@ -210,15 +211,15 @@ func TestCertRotation(t *testing.T) {
 	t.Logf("serving certificate rotated after %s", time.Since(start).Round(time.Second))
 	// Issued on time: the operator requeued at the renewal, nothing else
 	// woke it.
-	if st, _ := poll(key); st != nil {
+	if st, _ := read(key); st != nil {
 		due := first.serving.NotAfter.Add(-20 * time.Second)
 		onTime(t, "serving certificate", st.serving.NotAfter.Add(-time.Minute), due)
 	}
 
 	var rotated *certState
 	sawBundle := false
-	wait(t, "a new CA in the bundle and every virt-api webhook", 3*time.Minute, func() (bool, string) {
-		st, why := poll(key)
+	poll.Eventually(t, "a new CA in the bundle and every virt-api webhook", 3*time.Minute, func() (bool, string) {
+		st, why := read(key)
 		if st == nil {
 			return false, why
 		}
@@ -258,8 +259,8 @@ func TestCertRotation(t *testing.T) {
 	// The serving certificate follows the new CA (at once if its renewal
 	// was due, else after the re-issue delay), and verifies against what
 	// the webhooks trust.
-	wait(t, "the serving certificate signed by the new CA", 2*time.Minute, func() (bool, string) {
-		st, why := poll(key)
+	poll.Eventually(t, "the serving certificate signed by the new CA", 2*time.Minute, func() (bool, string) {
+		st, why := read(key)
 		if st == nil {
 			return false, why
 		}

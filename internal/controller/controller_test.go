@@ -20,33 +20,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
-	"github.com/virtop-dev/virtop/internal/localcluster"
 	"github.com/virtop-dev/virtop/internal/operator"
-	"github.com/virtop-dev/virtop/internal/operator/operatortest"
 	"github.com/virtop-dev/virtop/internal/scheme"
-	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/testing/operatortest"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
+	"github.com/virtop-dev/virtop/internal/tools/podless"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func TestMain(m *testing.M) {
 	log.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	os.Exit(testenv.Main(m, testenv.Options{Monitoring: true, Scheme: scheme.New()}))
-}
-
-// wait polls cond every 250 ms up to a generous bound.
-func wait(t *testing.T, what string, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		last = why
-		time.Sleep(250 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
 }
 
 func newKubeVirt(t *testing.T, ns string, mutate func(*kvv1.KubeVirt)) *kvv1.KubeVirt {
@@ -55,7 +40,7 @@ func newKubeVirt(t *testing.T, ns string, mutate func(*kvv1.KubeVirt)) *kvv1.Kub
 	if mutate != nil {
 		mutate(kv)
 	}
-	if err := localcluster.Prepare(kv); err != nil {
+	if err := podless.Prepare(kv); err != nil {
 		t.Fatal(err)
 	}
 	return kv
@@ -73,7 +58,7 @@ func condition(kv *kvv1.KubeVirt, typ kvv1.KubeVirtConditionType) kvv1.KubeVirtC
 func waitAvailable(t *testing.T, c client.Client, key types.NamespacedName) *kvv1.KubeVirt {
 	t.Helper()
 	kv := &kvv1.KubeVirt{}
-	wait(t, "Available=True", 3*time.Minute, func() (bool, string) {
+	poll.Eventually(t, "Available=True", 3*time.Minute, func() (bool, string) {
 		if err := c.Get(context.Background(), key, kv); err != nil {
 			return false, err.Error()
 		}
@@ -98,7 +83,7 @@ func managedVersions(t *testing.T, c client.Client) map[string]string {
 		list := &unstructured.UnstructuredList{}
 		list.SetAPIVersion(strings.TrimPrefix(group+"/v1", "/"))
 		list.SetKind(kind)
-		if err := c.List(context.Background(), list, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+		if err := c.List(context.Background(), list, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
 			t.Fatal(err)
 		}
 		for _, o := range list.Items {
@@ -109,7 +94,7 @@ func managedVersions(t *testing.T, c client.Client) map[string]string {
 		list := &unstructured.UnstructuredList{}
 		list.SetAPIVersion(gvk[0])
 		list.SetKind(gvk[1])
-		if err := c.List(context.Background(), list, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+		if err := c.List(context.Background(), list, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
 			t.Fatal(err)
 		}
 		for _, o := range list.Items {
@@ -155,7 +140,7 @@ func TestInstallSteadyStateDriftAndSecond(t *testing.T) {
 	var apiservices unstructured.UnstructuredList
 	apiservices.SetAPIVersion("apiregistration.k8s.io/v1")
 	apiservices.SetKind("APIServiceList")
-	if err := c.List(ctx, &apiservices, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+	if err := c.List(ctx, &apiservices, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
 		t.Fatal(err)
 	}
 	if len(apiservices.Items) != 0 {
@@ -190,7 +175,7 @@ func TestInstallSteadyStateDriftAndSecond(t *testing.T) {
 		if err := c.Delete(ctx, d); err != nil {
 			t.Fatal(err)
 		}
-		wait(t, "virt-controller re-created", time.Minute, func() (bool, string) {
+		poll.Eventually(t, "virt-controller re-created", time.Minute, func() (bool, string) {
 			err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "virt-controller"}, d)
 			return err == nil && d.UID != uid, fmt.Sprint(err)
 		})
@@ -207,7 +192,7 @@ func TestInstallSteadyStateDriftAndSecond(t *testing.T) {
 		if err := c.Patch(ctx, ds, client.MergeFrom(orig)); err != nil {
 			t.Fatal(err)
 		}
-		wait(t, "virt-handler image restored", time.Minute, func() (bool, string) {
+		poll.Eventually(t, "virt-handler image restored", time.Minute, func() (bool, string) {
 			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "virt-handler"}, ds); err != nil {
 				return false, err.Error()
 			}
@@ -222,7 +207,7 @@ func TestInstallSteadyStateDriftAndSecond(t *testing.T) {
 		if err := c.Create(ctx, second); err != nil {
 			t.Fatal(err)
 		}
-		wait(t, "Synchronized=False/ExistingDeployment on the second", time.Minute, func() (bool, string) {
+		poll.Eventually(t, "Synchronized=False/ExistingDeployment on the second", time.Minute, func() (bool, string) {
 			if err := c.Get(ctx, client.ObjectKeyFromObject(second), second); err != nil {
 				return false, err.Error()
 			}
@@ -249,7 +234,7 @@ func TestInstallSteadyStateDriftAndSecond(t *testing.T) {
 		if err := c.Patch(ctx, cur, client.MergeFrom(orig)); err != nil {
 			t.Fatal(err)
 		}
-		wait(t, "Stalled=True naming patches[0]", time.Minute, func() (bool, string) {
+		poll.Eventually(t, "Stalled=True naming patches[0]", time.Minute, func() (bool, string) {
 			if err := c.Get(ctx, key, cur); err != nil {
 				return false, err.Error()
 			}
@@ -287,7 +272,7 @@ func TestInstallSteadyStateDriftAndSecond(t *testing.T) {
 		if err := c.Patch(ctx, cur, client.MergeFrom(orig)); err != nil {
 			t.Fatal(err)
 		}
-		wait(t, "virt-exportproxy pruned", 2*time.Minute, func() (bool, string) {
+		poll.Eventually(t, "virt-exportproxy pruned", 2*time.Minute, func() (bool, string) {
 			err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "virt-exportproxy"}, &appsv1.Deployment{})
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
@@ -326,7 +311,7 @@ func TestUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	sawUpdating := false
-	wait(t, "the update to v1.5.3", 3*time.Minute, func() (bool, string) {
+	poll.Eventually(t, "the update to v1.5.3", 3*time.Minute, func() (bool, string) {
 		cur := &kvv1.KubeVirt{}
 		if err := c.Get(ctx, key, cur); err != nil {
 			return false, err.Error()
@@ -392,7 +377,7 @@ func TestUpgrade(t *testing.T) {
 	if err := c.Delete(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
-	wait(t, "the Service restored", time.Minute, func() (bool, string) {
+	poll.Eventually(t, "the Service restored", time.Minute, func() (bool, string) {
 		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kubevirt-prometheus-metrics"}, svc)
 		return err == nil && svc.UID != uid, fmt.Sprint(err)
 	})
@@ -435,7 +420,7 @@ func TestUninstall(t *testing.T) {
 	if err := c.Delete(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
-	wait(t, "deletion blocked by the VMI", time.Minute, func() (bool, string) {
+	poll.Eventually(t, "deletion blocked by the VMI", time.Minute, func() (bool, string) {
 		cur := &kvv1.KubeVirt{}
 		if err := c.Get(ctx, key, cur); err != nil {
 			return false, err.Error()
@@ -450,7 +435,7 @@ func TestUninstall(t *testing.T) {
 	if err := c.Delete(ctx, vmi); err != nil {
 		t.Fatal(err)
 	}
-	wait(t, "the KubeVirt resource gone", 3*time.Minute, func() (bool, string) {
+	poll.Eventually(t, "the KubeVirt resource gone", 3*time.Minute, func() (bool, string) {
 		err := c.Get(ctx, key, &kvv1.KubeVirt{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
@@ -469,7 +454,7 @@ func TestUninstall(t *testing.T) {
 	// The uninstall deleted KubeVirt's CRDs: the operator, still running,
 	// must stop the informers it had for those kinds, not list and watch
 	// removed APIs for the rest of its life.
-	wait(t, "the cluster-wide instancetype CRD gone", 2*time.Minute, func() (bool, string) {
+	poll.Eventually(t, "the cluster-wide instancetype CRD gone", 2*time.Minute, func() (bool, string) {
 		err := c.Get(ctx, client.ObjectKey{Name: "virtualmachineclusterinstancetypes.instancetype.kubevirt.io"}, &apiextv1.CustomResourceDefinition{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})

@@ -12,8 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtop-dev/virtop/internal/operator"
-	"github.com/virtop-dev/virtop/internal/operator/operatortest"
-	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/testing/operatortest"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
 )
 
 // TestCachedCRDsCompareTrue: the operator caches CustomResourceDefinitions
@@ -65,7 +66,7 @@ func TestCachedCRDsCompareTrue(t *testing.T) {
 	if err := c.Patch(ctx, crd, client.MergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}
-	wait(t, "the edited schema restored", 2*time.Minute, func() (bool, string) {
+	poll.Eventually(t, "the edited schema restored", 2*time.Minute, func() (bool, string) {
 		got := &apiextv1.CustomResourceDefinition{}
 		if err := c.Get(ctx, types.NamespacedName{Name: name}, got); err != nil {
 			return false, err.Error()

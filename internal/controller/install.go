@@ -19,12 +19,13 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/apply"
 	"github.com/virtop-dev/virtop/internal/catalog"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/faultpoint"
+	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // strategyCache keeps the strategies recently resolved, by deployment ID,
@@ -217,7 +218,7 @@ func (r *Reconciler) applyPlan(ctx context.Context, kv *kvv1.KubeVirt, p *plan.P
 				if labels == nil {
 					labels = map[string]string{}
 				}
-				labels[InstallNamespaceLabel] = kv.Namespace
+				labels[vocab.InstallNamespaceLabel] = kv.Namespace
 				o.SetLabels(labels)
 			}
 			objs[i] = o
@@ -302,40 +303,6 @@ func summarize(items []string) string {
 	return strings.Join(items, ", ")
 }
 
-// managedKinds are every kind virtop may have created, for pruning and
-// uninstall.
-var managedKinds = []schema.GroupVersionKind{
-	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingWebhookConfiguration"},
-	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "MutatingWebhookConfiguration"},
-	{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"},
-	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicyBinding"},
-	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicy"},
-	{Group: "apps", Version: "v1", Kind: "DaemonSet"},
-	{Group: "apps", Version: "v1", Kind: "Deployment"},
-	{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"},
-	{Group: "route.openshift.io", Version: "v1", Kind: "Route"},
-	{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"},
-	{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"},
-	{Group: "instancetype.kubevirt.io", Version: "v1beta1", Kind: "VirtualMachineClusterInstancetype"},
-	{Group: "instancetype.kubevirt.io", Version: "v1beta1", Kind: "VirtualMachineClusterPreference"},
-	{Version: "v1", Kind: "Service"},
-	{Version: "v1", Kind: "Secret"},
-	{Version: "v1", Kind: "ConfigMap"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"},
-	{Group: "security.openshift.io", Version: "v1", Kind: "SecurityContextConstraints"},
-	{Version: "v1", Kind: "ServiceAccount"},
-	{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
-}
-
-// InstallNamespaceLabel names, on every namespaced object virtop applies,
-// the install namespace of the KubeVirt resource it belongs to, so prune
-// and uninstall never touch another installation's objects (tests run
-// several in one cluster; in production there is one).
-const InstallNamespaceLabel = "virtop.dev/install-namespace"
-
 // listManaged lists the live objects of a kind that virtop manages for the
 // installation in installNS (cluster-scoped ones, and namespaced ones
 // labelled for that namespace or not labelled at all). A kind the cluster
@@ -347,7 +314,7 @@ func (r *Reconciler) listManaged(ctx context.Context, gvk schema.GroupVersionKin
 	// their CRDs) are listed from the API server by the operator's client
 	// (internal/operator's vanishingGuard), never through an informer that
 	// could wait forever for a removed API.
-	err := r.Client.List(ctx, list, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue})
+	err := r.Client.List(ctx, list, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue})
 	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -356,10 +323,10 @@ func (r *Reconciler) listManaged(ctx context.Context, gvk schema.GroupVersionKin
 	}
 	var out []unstructured.Unstructured
 	for _, o := range list.Items {
-		if _, isStrategy := o.GetLabels()[components.InstallStrategyLabel]; isStrategy {
+		if _, isStrategy := o.GetLabels()[vocab.InstallStrategyLabel]; isStrategy {
 			continue
 		}
-		if ns, labelled := o.GetLabels()[InstallNamespaceLabel]; labelled && ns != installNS {
+		if ns, labelled := o.GetLabels()[vocab.InstallNamespaceLabel]; labelled && ns != installNS {
 			continue
 		}
 		out = append(out, o)
@@ -375,8 +342,12 @@ func (r *Reconciler) prune(ctx context.Context, kv *kvv1.KubeVirt, p *plan.Plan)
 	for _, o := range p.Objects {
 		want[strategy.KeyOf(o)] = true
 	}
+	kinds, err := ownership.Get()
+	if err != nil {
+		return err
+	}
 	var errs []error
-	for _, gvk := range managedKinds {
+	for _, gvk := range kinds.Managed {
 		if gvk.Kind == "CustomResourceDefinition" {
 			continue
 		}
@@ -409,8 +380,8 @@ func (r *Reconciler) prune(ctx context.Context, kv *kvv1.KubeVirt, p *plan.Plan)
 // and deletes older ones.
 func (r *Reconciler) collectStrategies(ctx context.Context, namespace, currentID, previousID string) error {
 	var list corev1.ConfigMapList
-	if err := r.Client.List(ctx, &list, client.InNamespace(namespace), client.HasLabels{components.InstallStrategyLabel},
-		client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(namespace), client.HasLabels{vocab.InstallStrategyLabel},
+		client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
 		return err
 	}
 	keep := map[string]bool{}

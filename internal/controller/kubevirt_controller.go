@@ -31,13 +31,8 @@ import (
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
-
-// Finalizer is the KubeVirt resource's finalizer, as upstream names it.
-const Finalizer = "foregroundDeleteKubeVirt"
-
-// StatusFieldManager owns status and finalizers.
-const StatusFieldManager = "virtop-status"
 
 // Reconciler reconciles the KubeVirt resource.
 type Reconciler struct {
@@ -94,6 +89,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else if served != client.ObjectKeyFromObject(kv) {
 		return ctrl.Result{}, r.markNotServed(ctx, kv, served)
 	}
+	setEmulationEnabled(kv)
 	orig := kv.DeepCopy()
 	var f facts
 	f.previouslyAvailable = conditionStatus(kv.Status.Conditions, kvv1.KubeVirtConditionAvailable)
@@ -106,6 +102,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		result, reconcileErr = r.reconcileInstall(ctx, kv, &f)
 	}
 	if f.deleted {
+		// No KubeVirt resource configures emulation any more.
+		emulationEnabled.Set(0)
 		return result, reconcileErr
 	}
 	if err := r.writeStatus(ctx, orig, kv, f); err != nil {
@@ -162,7 +160,7 @@ func (r *Reconciler) markNotServed(ctx context.Context, kv *kvv1.KubeVirt, serve
 	if apiequality.Semantic.DeepEqual(orig.Status, kv.Status) {
 		return nil
 	}
-	return r.Client.Status().Patch(ctx, kv, client.MergeFrom(orig), client.FieldOwner(StatusFieldManager))
+	return r.Client.Status().Patch(ctx, kv, client.MergeFrom(orig), client.FieldOwner(vocab.StatusFieldManager))
 }
 
 // mergeConditionsKeep sets only the given conditions, keeping all others.
@@ -216,7 +214,7 @@ func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f 
 	if err != nil || st == nil {
 		return res, err
 	}
-	if !controllerutil.ContainsFinalizer(kv, Finalizer) {
+	if !controllerutil.ContainsFinalizer(kv, vocab.KubeVirtFinalizer) {
 		if err := r.addFinalizer(ctx, kv); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -285,8 +283,8 @@ func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f 
 
 func (r *Reconciler) addFinalizer(ctx context.Context, kv *kvv1.KubeVirt) error {
 	orig := kv.DeepCopy()
-	controllerutil.AddFinalizer(kv, Finalizer)
-	return r.Client.Patch(ctx, kv, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(StatusFieldManager))
+	controllerutil.AddFinalizer(kv, vocab.KubeVirtFinalizer)
+	return r.Client.Patch(ctx, kv, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(vocab.StatusFieldManager))
 }
 
 // writeStatus computes conditions and phase and patches the status when it
@@ -312,7 +310,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, orig, kv *kvv1.KubeVirt, f
 	base := orig.DeepCopy()
 	base.ResourceVersion = kv.ResourceVersion
 	patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
-	if err := r.Client.Status().Patch(ctx, kv, patch, client.FieldOwner(StatusFieldManager)); err != nil {
+	if err := r.Client.Status().Patch(ctx, kv, patch, client.FieldOwner(vocab.StatusFieldManager)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

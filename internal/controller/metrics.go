@@ -93,6 +93,14 @@ func SetOperatorReady(ready bool) { operatorReady.Set(b2f(ready)) }
 // SetOperatorLeading reports whether this replica leads.
 func SetOperatorLeading(leading bool) { operatorLeading.Set(b2f(leading)) }
 
+// setEmulationEnabled reports the served KubeVirt resource's
+// spec.configuration.developerConfiguration.useEmulation, as upstream's
+// operator does from its cluster configuration.
+func setEmulationEnabled(kv *kvv1.KubeVirt) {
+	dc := kv.Spec.Configuration.DeveloperConfiguration
+	emulationEnabled.Set(b2f(dc != nil && dc.UseEmulation))
+}
+
 func b2f(b bool) float64 {
 	if b {
 		return 1

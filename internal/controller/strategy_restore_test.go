@@ -12,9 +12,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtop-dev/virtop/internal/operator"
-	"github.com/virtop-dev/virtop/internal/operator/operatortest"
 	"github.com/virtop-dev/virtop/internal/strategy"
-	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/testing/operatortest"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // The strategy ConfigMap deleted, then corrupted, by hand while the
@@ -65,25 +67,25 @@ func TestStrategyConfigMapRestored(t *testing.T) {
 			if _, err := strategy.FromConfigMap(cur); err != nil {
 				return false, err.Error()
 			}
-			return cur.Data[strategy.ManifestsKey] == orig.Data[strategy.ManifestsKey], "manifests differ"
+			return cur.Data[vocab.ManifestsKey] == orig.Data[vocab.ManifestsKey], "manifests differ"
 		}
 	}
 
 	if err := c.Delete(ctx, orig.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
-	wait(t, "the deleted strategy ConfigMap written again", time.Minute, restored(true))
-	wait(t, "an event saying it was deleted", time.Minute, func() (bool, string) { return restoredEvent("deleted") })
+	poll.Eventually(t, "the deleted strategy ConfigMap written again", time.Minute, restored(true))
+	poll.Eventually(t, "an event saying it was deleted", time.Minute, func() (bool, string) { return restoredEvent("deleted") })
 
 	cur := &corev1.ConfigMap{}
 	if err := c.Get(ctx, key, cur); err != nil {
 		t.Fatal(err)
 	}
 	base := cur.DeepCopy()
-	cur.Data[strategy.ManifestsKey] = "garbage, not gzip+base64"
+	cur.Data[vocab.ManifestsKey] = "garbage, not gzip+base64"
 	if err := c.Patch(ctx, cur, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
-	wait(t, "the corrupted strategy ConfigMap written again", time.Minute, restored(false))
-	wait(t, "an event saying it was changed", time.Minute, func() (bool, string) { return restoredEvent("changed") })
+	poll.Eventually(t, "the corrupted strategy ConfigMap written again", time.Minute, restored(false))
+	poll.Eventually(t, "an event saying it was changed", time.Minute, func() (bool, string) { return restoredEvent("changed") })
 }

@@ -16,11 +16,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtop-dev/virtop/api/v1alpha1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/tuning"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // tuningPass is what one reconcile pass made of the KubeVirtMonitoring
@@ -50,8 +50,8 @@ type tuningPass struct {
 // tunable reports whether a planned object is one a tuning rewrites.
 func tunable(o client.Object) bool {
 	kind := o.GetObjectKind().GroupVersionKind().Kind
-	return (kind == "PrometheusRule" && o.GetName() == components.PrometheusRuleName) ||
-		(kind == "ServiceMonitor" && o.GetName() == components.ServiceMonitorName)
+	return (kind == "PrometheusRule" && o.GetName() == vocab.PrometheusRuleName) ||
+		(kind == "ServiceMonitor" && o.GetName() == vocab.ServiceMonitorName)
 }
 
 // tunePlan applies the honoured KubeVirtMonitoring of the install namespace
@@ -74,7 +74,7 @@ func (r *Reconciler) tunePlan(ctx context.Context, cfg *config.DeploymentConfig,
 	}
 	var closed []string
 	for _, c := range p.Closed {
-		if (c.Object.Kind == "PrometheusRule" || c.Object.Kind == "ServiceMonitor") && c.Object.Name == components.PrometheusRuleName {
+		if (c.Object.Kind == "PrometheusRule" || c.Object.Kind == "ServiceMonitor") && c.Object.Name == vocab.PrometheusRuleName {
 			closed = append(closed, fmt.Sprintf("%s waits for %s", c.Object.Kind, c.Gate))
 		}
 	}
@@ -264,7 +264,7 @@ func (r *Reconciler) reportTuning(ctx context.Context, tp *tuningPass) error {
 		if apiequality.Semantic.DeepEqual(orig.Status, t.Status) {
 			continue
 		}
-		if err := r.Client.Status().Patch(ctx, t, client.MergeFrom(orig), client.FieldOwner(StatusFieldManager)); err != nil && !apierrors.IsNotFound(err) {
+		if err := r.Client.Status().Patch(ctx, t, client.MergeFrom(orig), client.FieldOwner(vocab.StatusFieldManager)); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("writing the status of KubeVirtMonitoring %s: %w", t.Name, err))
 		}
 	}

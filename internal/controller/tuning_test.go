@@ -16,8 +16,9 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/api/v1alpha1"
 	"github.com/virtop-dev/virtop/internal/operator"
-	"github.com/virtop-dev/virtop/internal/operator/operatortest"
-	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/testing/operatortest"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
 )
 
 // alertExpr returns the expression of an alert of the PrometheusRule.
@@ -91,7 +92,7 @@ func TestTuningLive(t *testing.T) {
 	}
 	waitRule := func(what string, want func(*monitoringv1.PrometheusRule) (bool, string), extra func(*monitoringv1.PrometheusRule) (bool, string)) {
 		t.Helper()
-		wait(t, what, 2*time.Minute, func() (bool, string) {
+		poll.Eventually(t, what, 2*time.Minute, func() (bool, string) {
 			if err := c.Get(ctx, ruleKey, rule); err != nil {
 				return false, err.Error()
 			}
@@ -106,7 +107,7 @@ func TestTuningLive(t *testing.T) {
 	tnKey := client.ObjectKey{Namespace: ns, Name: "tuning"}
 	waitStatus := func(what string, cond func(*v1alpha1.KubeVirtMonitoring) bool) {
 		t.Helper()
-		wait(t, what, 2*time.Minute, func() (bool, string) {
+		poll.Eventually(t, what, 2*time.Minute, func() (bool, string) {
 			if err := c.Get(ctx, tnKey, tn); err != nil {
 				return false, err.Error()
 			}
@@ -166,7 +167,7 @@ func TestTuningLive(t *testing.T) {
 		if err := c.Create(ctx, second); err != nil {
 			t.Fatal(err)
 		}
-		wait(t, "Accepted=False/Superseded on the second", time.Minute, func() (bool, string) {
+		poll.Eventually(t, "Accepted=False/Superseded on the second", time.Minute, func() (bool, string) {
 			if err := c.Get(ctx, client.ObjectKeyFromObject(second), second); err != nil {
 				return false, err.Error()
 			}
@@ -233,7 +234,7 @@ func TestTuningLive(t *testing.T) {
 		if err := c.Patch(ctx, cur, client.MergeFrom(orig)); err != nil {
 			t.Fatal(err)
 		}
-		wait(t, "the update to v1.5.3", 3*time.Minute, func() (bool, string) {
+		poll.Eventually(t, "the update to v1.5.3", 3*time.Minute, func() (bool, string) {
 			if err := c.Get(ctx, key, cur); err != nil {
 				return false, err.Error()
 			}

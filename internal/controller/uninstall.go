@@ -19,28 +19,16 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
-
-// ProtectedKinds hold user data: uninstall never deletes them, nor a CRD
-// still holding them, unless the user chose RemoveWorkloads.
-var ProtectedKinds = []schema.GroupVersionResource{
-	{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachines"},
-	{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachineinstances"},
-	{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachineinstancereplicasets"},
-	{Group: "pool.kubevirt.io", Version: "v1alpha1", Resource: "virtualmachinepools"},
-	{Group: "snapshot.kubevirt.io", Version: "v1beta1", Resource: "virtualmachinesnapshots"},
-	{Group: "snapshot.kubevirt.io", Version: "v1beta1", Resource: "virtualmachinesnapshotcontents"},
-	{Group: "snapshot.kubevirt.io", Version: "v1beta1", Resource: "virtualmachinerestores"},
-	{Group: "export.kubevirt.io", Version: "v1beta1", Resource: "virtualmachineexports"},
-	{Group: "clone.kubevirt.io", Version: "v1beta1", Resource: "virtualmachineclones"},
-}
 
 // ExistingWorkloads counts the protected objects present, by kind, reading
 // at most one of each. Kinds whose API is not served count none.
 func ExistingWorkloads(ctx context.Context, r client.Reader, mapper meta.RESTMapper) (map[string]int, error) {
 	found := map[string]int{}
-	for _, gvr := range ProtectedKinds {
+	for _, gvr := range ownership.Protected {
 		gvk, err := mapper.KindFor(gvr)
 		if err != nil {
 			if meta.IsNoMatchError(err) {
@@ -71,7 +59,7 @@ func ExistingWorkloads(ctx context.Context, r client.Reader, mapper meta.RESTMap
 func (r *Reconciler) reconcileDelete(ctx context.Context, kv *kvv1.KubeVirt, f *facts) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	f.deleting = true
-	if !controllerutil.ContainsFinalizer(kv, Finalizer) {
+	if !controllerutil.ContainsFinalizer(kv, vocab.KubeVirtFinalizer) {
 		return ctrl.Result{}, nil
 	}
 	removeWorkloads := kv.Spec.UninstallStrategy == kvv1.KubeVirtUninstallStrategyRemoveWorkloads
@@ -88,9 +76,14 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, kv *kvv1.KubeVirt, f *
 			return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 		}
 	}
+	kinds, err := ownership.Get()
+	if err != nil {
+		f.deletionErr = err
+		return ctrl.Result{}, err
+	}
 	remaining := 0
 	var errs []error
-	for _, gvk := range managedKinds {
+	for _, gvk := range kinds.Managed {
 		objs, err := r.listManaged(ctx, gvk, kv.Namespace)
 		if err != nil {
 			errs = append(errs, err)
@@ -139,12 +132,12 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, kv *kvv1.KubeVirt, f *
 	f.deleted = true
 	kv.Status.Phase = kvv1.KubeVirtPhaseDeleted
 	kv.Status.Conditions = mergeConditions(kv.Status.Conditions, conditions(*f), r.now())
-	if err := r.Client.Status().Patch(ctx, kv, client.MergeFrom(orig), client.FieldOwner(StatusFieldManager)); client.IgnoreNotFound(err) != nil {
+	if err := r.Client.Status().Patch(ctx, kv, client.MergeFrom(orig), client.FieldOwner(vocab.StatusFieldManager)); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, err
 	}
 	orig = kv.DeepCopy()
-	controllerutil.RemoveFinalizer(kv, Finalizer)
-	if err := r.Client.Patch(ctx, kv, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(StatusFieldManager)); client.IgnoreNotFound(err) != nil {
+	controllerutil.RemoveFinalizer(kv, vocab.KubeVirtFinalizer)
+	if err := r.Client.Patch(ctx, kv, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(vocab.StatusFieldManager)); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, err
 	}
 	log.Info("Removed the KubeVirt control plane")

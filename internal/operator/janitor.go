@@ -15,24 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/virtop-dev/virtop/internal/ownership"
 )
-
-// vanishingKind is a kind the applier reads through the manager's cache
-// whose API comes from a CRD that may be deleted.
-type vanishingKind struct {
-	gvk schema.GroupVersionKind
-	crd string
-}
-
-// vanishingKinds: KubeVirt's cluster-wide instancetypes and preferences
-// (the uninstall deletes their CRDs) and OpenShift's kinds. Monitoring
-// kinds are not cached at all (uncachedKinds).
-var vanishingKinds = []vanishingKind{
-	{schema.GroupVersionKind{Group: "instancetype.kubevirt.io", Version: "v1beta1", Kind: "VirtualMachineClusterInstancetype"}, "virtualmachineclusterinstancetypes.instancetype.kubevirt.io"},
-	{schema.GroupVersionKind{Group: "instancetype.kubevirt.io", Version: "v1beta1", Kind: "VirtualMachineClusterPreference"}, "virtualmachineclusterpreferences.instancetype.kubevirt.io"},
-	{schema.GroupVersionKind{Group: "security.openshift.io", Version: "v1", Kind: "SecurityContextConstraints"}, "securitycontextconstraints.security.openshift.io"},
-	{schema.GroupVersionKind{Group: "route.openshift.io", Version: "v1", Kind: "Route"}, "routes.route.openshift.io"},
-}
 
 // informerJanitor stops the manager cache's informer of a kind when the
 // kind's CRD is deleted. Such an informer would otherwise list and watch
@@ -41,7 +26,7 @@ var vanishingKinds = []vanishingKind{
 // example). A later read creates the informer again once the API is back.
 type informerJanitor struct {
 	cache cache.Cache
-	kinds []vanishingKind
+	kinds []ownership.Vanishing
 }
 
 // Start watches CRD deletions (through the CRD metadata informer the
@@ -64,16 +49,16 @@ func (j *informerJanitor) Start(ctx context.Context) error {
 				return
 			}
 			for _, k := range j.kinds {
-				if k.crd != m.GetName() {
+				if k.CRD != m.GetName() {
 					continue
 				}
 				u := &unstructured.Unstructured{}
-				u.SetGroupVersionKind(k.gvk)
+				u.SetGroupVersionKind(k.GVK)
 				if err := j.cache.RemoveInformer(ctx, u); err != nil {
-					log.Error(err, "Failed to stop the informer of a removed API", "kind", k.gvk.String())
+					log.Error(err, "Failed to stop the informer of a removed API", "kind", k.GVK.String())
 					continue
 				}
-				log.V(1).Info("Stopped the informer of a removed API", "kind", k.gvk.String())
+				log.V(1).Info("Stopped the informer of a removed API", "kind", k.GVK.String())
 			}
 		},
 	})
@@ -88,7 +73,7 @@ func (j *informerJanitor) Start(ctx context.Context) error {
 func (j *informerJanitor) NeedLeaderElection() bool { return false }
 
 // vanishingGuard wraps the manager's client so that a read of a
-// vanishingKind whose CRD is gone or being deleted answers "not found"
+// vanishing kind (ownership.Kinds.Vanishing) whose CRD is gone or being deleted answers "not found"
 // (Get) or "no such kind" (List) without touching the cache: such a read
 // would start an informer that can never sync and block the pass. The
 // informerJanitor removes the informers that existed when the CRD went.
@@ -104,10 +89,10 @@ type vanishingGuard struct {
 	kinds map[schema.GroupVersionKind]string
 }
 
-func newVanishingGuard(c client.Client, meta, api client.Reader, kinds []vanishingKind) *vanishingGuard {
+func newVanishingGuard(c client.Client, meta, api client.Reader, kinds []ownership.Vanishing) *vanishingGuard {
 	g := &vanishingGuard{Client: c, meta: meta, api: api, kinds: map[schema.GroupVersionKind]string{}}
 	for _, k := range kinds {
-		g.kinds[k.gvk] = k.crd
+		g.kinds[k.GVK] = k.CRD
 	}
 	return g
 }

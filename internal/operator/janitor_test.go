@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/scheme"
 )
 
@@ -29,9 +30,13 @@ func (r *countingReader) List(context.Context, client.ObjectList, ...client.List
 
 func TestVanishingGuard(t *testing.T) {
 	ctx := context.Background()
-	kind := vanishingKinds[0]
+	kinds, err := ownership.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kind := kinds.Vanishing[0]
 	crdMeta := func(deleting bool) *metav1.PartialObjectMetadata {
-		m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: kind.crd}}
+		m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: kind.CRD}}
 		m.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
 		if deleting {
 			now := metav1.Now()
@@ -42,7 +47,7 @@ func TestVanishingGuard(t *testing.T) {
 	}
 	obj := func() *unstructured.Unstructured {
 		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(kind.gvk)
+		u.SetGroupVersionKind(kind.GVK)
 		return u
 	}
 	list := func(gvk schema.GroupVersionKind) *unstructured.UnstructuredList {
@@ -67,7 +72,7 @@ func TestVanishingGuard(t *testing.T) {
 		}
 		c := b.Build()
 		api := &countingReader{}
-		g := newVanishingGuard(c, c, api, vanishingKinds)
+		g := newVanishingGuard(c, c, api, kinds.Vanishing)
 
 		// Served, the Get goes to the wrapped client (the fake answers
 		// whatever it does for an unknown kind); not served, the guard
@@ -75,7 +80,7 @@ func TestVanishingGuard(t *testing.T) {
 		if err := g.Get(ctx, client.ObjectKey{Name: "u1"}, obj()); !tc.served && !apierrors.IsNotFound(err) {
 			t.Errorf("%s: Get = %v, want NotFound", tc.name, err)
 		}
-		err := g.List(ctx, list(kind.gvk))
+		err := g.List(ctx, list(kind.GVK))
 		if tc.served && err != nil {
 			t.Errorf("%s: List = %v", tc.name, err)
 		}

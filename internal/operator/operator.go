@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -43,13 +44,14 @@ import (
 	"github.com/virtop-dev/virtop/internal/apply"
 	"github.com/virtop-dev/virtop/internal/capability"
 	"github.com/virtop-dev/virtop/internal/catalog"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/controller"
+	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
 	"github.com/virtop-dev/virtop/internal/strategyjob"
 	"github.com/virtop-dev/virtop/internal/version"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	kvwebhook "github.com/virtop-dev/virtop/internal/webhook"
 )
 
@@ -88,10 +90,6 @@ type Options struct {
 // operator; it lives as long as the process.
 const webhookCertValidity = 365 * 24 * time.Hour
 
-// LeaseName is the leader-election Lease, as upstream's operator names it,
-// so an upstream operator and virtop never lead at the same time.
-const LeaseName = "virt-operator"
-
 // Leader election rides out an API server outage of about a minute: the
 // leader keeps retrying to renew for 75 seconds before it gives up. A
 // "20-second" outage is longer than it sounds: the fault suite measured
@@ -104,30 +102,6 @@ var (
 	renewDeadline = 75 * time.Second
 	retryPeriod   = 10 * time.Second
 )
-
-// managedWatches are the kinds every cluster serves that virtop creates;
-// their events wake the reconciler. Optional kinds (monitoring, OpenShift,
-// instancetypes) are corrected on the next pass.
-var managedWatches = []schema.GroupVersionKind{
-	{Group: "apps", Version: "v1", Kind: "Deployment"},
-	{Group: "apps", Version: "v1", Kind: "DaemonSet"},
-	{Version: "v1", Kind: "Service"},
-	{Version: "v1", Kind: "ServiceAccount"},
-	{Version: "v1", Kind: "Secret"},
-	{Version: "v1", Kind: "ConfigMap"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"},
-	{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
-	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingWebhookConfiguration"},
-	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "MutatingWebhookConfiguration"},
-	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicy"},
-	{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicyBinding"},
-	{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"},
-	{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"},
-	{Group: "batch", Version: "v1", Kind: "Job"},
-}
 
 // New builds the manager with the reconciler registered.
 func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
@@ -149,7 +123,11 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	managed := labels.SelectorFromSet(labels.Set{components.ManagedByLabel: components.ManagedByValue})
+	kinds, err := ownership.Get()
+	if err != nil {
+		return nil, err
+	}
+	managed := labels.SelectorFromSet(labels.Set{vocab.ManagedByLabel: vocab.ManagedByValue})
 	crdMeta := &metav1.PartialObjectMetadata{}
 	crdMeta.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
 	nodeMeta := &metav1.PartialObjectMetadata{}
@@ -166,7 +144,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		// API forever. They are read from the API server, only in passes
 		// that apply or prune them; their drift comes through the optional
 		// watches, which stop with the API.
-		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true, DisableFor: uncachedKinds()}},
+		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true, DisableFor: uncachedKinds(kinds)}},
 		Cache: cache.Options{
 			// Only what virtop created is cached, whatever the size of the
 			// cluster; the exceptions are listed.
@@ -189,7 +167,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
 		PprofBindAddress:              opts.PprofBindAddress,
 		LeaderElection:                opts.LeaderElect,
-		LeaderElectionID:              LeaseName,
+		LeaderElectionID:              vocab.OperatorLeaseName,
 		LeaderElectionNamespace:       opts.Namespace,
 		LeaderElectionReleaseOnCancel: true,
 		LeaseDuration:                 &leaseDuration,
@@ -208,10 +186,10 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err := mgr.Add(watches); err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(&informerJanitor{cache: mgr.GetCache(), kinds: vanishingKinds}); err != nil {
+	if err := mgr.Add(&informerJanitor{cache: mgr.GetCache(), kinds: kinds.Vanishing}); err != nil {
 		return nil, err
 	}
-	guarded := newVanishingGuard(mgr.GetClient(), mgr.GetClient(), mgr.GetAPIReader(), vanishingKinds)
+	guarded := newVanishingGuard(mgr.GetClient(), mgr.GetClient(), mgr.GetAPIReader(), kinds.Vanishing)
 	r := &controller.Reconciler{
 		Client:    guarded,
 		APIReader: mgr.GetAPIReader(),
@@ -219,6 +197,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 			Namespace:          opts.Namespace,
 			DefaultVersion:     opts.DefaultVersion,
 			RunbookURLTemplate: opts.RunbookURLTemplate,
+			PassthroughEnv:     config.PassthroughEnvFrom(os.Environ()),
 		},
 		Catalog: cat,
 		Applier: apply.New(guarded),
@@ -246,7 +225,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		v := &kvwebhook.Validator{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), Settings: r.Settings}
 		v.Register(mgr.GetWebhookServer())
 	}
-	c, err := setupController(mgr, r, opts.Namespace)
+	c, err := setupController(mgr, r, opts.Namespace, kinds)
 	if err != nil {
 		return nil, err
 	}
@@ -302,7 +281,7 @@ func toKubeVirt(mgr manager.Manager, namespace string) handler.EventHandler {
 // Each runs in a cache of its own, started and stopped by the capability
 // reader as the APIs come and go, so the manager never needs the CRDs.
 func optionalWatches(mgr manager.Manager, namespace string) *capability.Watches {
-	managed := labels.SelectorFromSet(labels.Set{components.ManagedByLabel: components.ManagedByValue})
+	managed := labels.SelectorFromSet(labels.Set{vocab.ManagedByLabel: vocab.ManagedByValue})
 	drift := predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{})
 	return &capability.Watches{
 		Config:  mgr.GetConfig(),
@@ -310,7 +289,7 @@ func optionalWatches(mgr manager.Manager, namespace string) *capability.Watches 
 		Mapper:  mgr.GetRESTMapper(),
 		Handler: toKubeVirt(mgr, namespace),
 		Kinds: []capability.OptionalKind{
-			{API: capability.PrometheusesAPI, Object: &monitoringv1.Prometheus{},
+			{API: stage.PrometheusesAPI, Object: &monitoringv1.Prometheus{},
 				// Status writes of prometheus-operator do not matter; spec
 				// changes (selectors, account) bump the generation.
 				Predicates: []predicate.Predicate{predicate.GenerationChangedPredicate{}}},
@@ -320,14 +299,14 @@ func optionalWatches(mgr manager.Manager, namespace string) *capability.Watches 
 	}
 }
 
-func setupController(mgr manager.Manager, r *controller.Reconciler, namespace string) (crcontroller.Controller, error) {
+func setupController(mgr manager.Manager, r *controller.Reconciler, namespace string, kinds *ownership.Kinds) (crcontroller.Controller, error) {
 	// Every event of a managed object wakes the served KubeVirt resource.
 	toKubeVirt := toKubeVirt(mgr, namespace)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("kubevirt").
 		For(&kvv1.KubeVirt{}, builder.WithPredicates(specOrLifecycleChanged())).
 		WithOptions(ctrlOptions())
-	for _, gvk := range managedWatches {
+	for _, gvk := range kinds.Watched {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(gvk)
 		b = b.Watches(u, toKubeVirt)
@@ -336,7 +315,7 @@ func setupController(mgr manager.Manager, r *controller.Reconciler, namespace st
 	crdMeta.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
 	nodeMeta := &metav1.PartialObjectMetadata{}
 	nodeMeta.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Node"})
-	b = b.WatchesMetadata(crdMeta, toKubeVirt, builder.WithPredicates(existenceOrVersionChanged())).
+	b = b.WatchesMetadata(crdMeta, toKubeVirt, builder.WithPredicates(existenceOrVersionChanged(kinds.GatedAPIs))).
 		WatchesMetadata(nodeMeta, toKubeVirt, builder.WithPredicates(existenceChanged())).
 		// A tuning's spec (and deletion) bumps its generation; virtop's
 		// own status writes do not.
@@ -358,18 +337,18 @@ func specOrLifecycleChanged() predicate.Predicate {
 }
 
 // existenceOrVersionChanged passes CRD creation, deletion and changes of the
-// spec (served versions) or of the terminating state; the capability reader
-// then reads the CRD in full.
-func existenceOrVersionChanged() predicate.Predicate {
+// spec (served versions) or of the terminating state, and any change of a
+// gated CRD; the capability reader then reads the CRD in full.
+func existenceOrVersionChanged(gated []stage.Gate) predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
 			!ptr.Equal(e.ObjectOld.GetDeletionTimestamp(), e.ObjectNew.GetDeletionTimestamp()) ||
-			e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion() && isGated(e.ObjectNew.GetName())
+			e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion() && isGated(gated, e.ObjectNew.GetName())
 	}}
 }
 
-func isGated(crdName string) bool {
-	for _, g := range capability.GatedAPIs {
+func isGated(gated []stage.Gate, crdName string) bool {
+	for _, g := range gated {
 		gv, res, _ := g.IsAPI()
 		if group, _, ok := strings.Cut(gv, "/"); ok && res+"."+group == crdName {
 			return true
@@ -422,7 +401,7 @@ func webhookServerOptions(opts Options) (webhookSetup, error) {
 	}
 	out := webhookSetup{enabled: true, server: webhook.Options{Host: host, Port: port}}
 	if opts.WebhookURLHost == "" {
-		out.secret = &kvwebhook.SecretCertificate{Key: types.NamespacedName{Namespace: opts.Namespace, Name: components.VirtOperatorCertSecretName}}
+		out.secret = &kvwebhook.SecretCertificate{Key: types.NamespacedName{Namespace: opts.Namespace, Name: vocab.VirtOperatorCertSecretName}}
 		out.server.TLSOpts = kvwebhook.TLSOptions(out.secret.GetCertificate)
 		return out, nil
 	}
@@ -448,12 +427,9 @@ func transformCRDs(in any) (any, error) {
 
 // uncachedKinds are the kinds the manager's client reads from the API
 // server (see New).
-func uncachedKinds() []client.Object {
+func uncachedKinds(kinds *ownership.Kinds) []client.Object {
 	var out []client.Object
-	for _, gvk := range []schema.GroupVersionKind{
-		monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.ServiceMonitorsKind),
-		monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.PrometheusRuleKind),
-	} {
+	for _, gvk := range kinds.Uncached {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(gvk)
 		out = append(out, u)

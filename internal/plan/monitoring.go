@@ -8,9 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // PlaceMonitoring resolves the monitoring placement from the facts and
@@ -31,13 +31,13 @@ func PlaceMonitoring(p *Plan, in *placement.Input) *placement.Placement {
 	for _, o := range p.Objects {
 		kind := o.GetObjectKind().GroupVersionKind().Kind
 		switch {
-		case kind == "ServiceMonitor" && o.GetName() == components.ServiceMonitorName:
+		case kind == "ServiceMonitor" && o.GetName() == vocab.ServiceMonitorName:
 			sm = o
-		case kind == "PrometheusRule" && o.GetName() == components.PrometheusRuleName:
+		case kind == "PrometheusRule" && o.GetName() == vocab.PrometheusRuleName:
 			rule = o
-		case kind == "RoleBinding" && o.GetName() == components.MonitoringRBACName:
+		case kind == "RoleBinding" && o.GetName() == vocab.MonitoringRBACName:
 			binding = o
-		case kind == "ConfigMap" && o.GetName() == components.DashboardConfigMapName:
+		case kind == "ConfigMap" && o.GetName() == vocab.DashboardConfigMapName:
 			dash = o
 		}
 	}

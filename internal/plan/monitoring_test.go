@@ -73,7 +73,7 @@ func TestPlaceMonitoringKubePrometheusStack(t *testing.T) {
 	p := Build(s, cfg, Capabilities{APIs: allAPIs(), Nodes: 1, Monitoring: in})
 	sm, pr, rb, ns := monitoringObjects(p)
 	if sm == nil || pr == nil || rb == nil {
-		t.Fatalf("monitoring objects missing: %v %v %v (closed: %s)", sm != nil, pr != nil, rb != nil, p.Describe())
+		t.Fatalf("monitoring objects missing: %v %v %v (closed: %v)", sm != nil, pr != nil, rb != nil, p.Closed)
 	}
 	if sm.Namespace != "observability" || sm.Labels["release"] != "kps" || sm.Labels["prometheus.kubevirt.io"] != "true" {
 		t.Errorf("ServiceMonitor %s/%s labels %v", sm.Namespace, sm.Name, sm.Labels)
@@ -188,7 +188,7 @@ func TestPlaceDashboard(t *testing.T) {
 		}
 	}
 	if !closed {
-		t.Errorf("the dashboard's closed gate is not recorded: %s", p.Describe())
+		t.Errorf("the dashboard's closed gate is not recorded: %v", p.Closed)
 	}
 	p = Build(s, cfg, Capabilities{APIs: allAPIs(), Nodes: 1, Monitoring: in("grafana", "observability")})
 	cm := dashboard(p)

@@ -5,8 +5,6 @@
 package plan
 
 import (
-	"fmt"
-	"sort"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -17,11 +15,11 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Capabilities is what the live cluster offers, as far as gates go.
@@ -131,7 +129,7 @@ func sizeDeployment(d *appsv1.Deployment, cfg *config.DeploymentConfig, caps Cap
 	if cfg.Infra.Replicas != nil || patchesReplicas(cfg, d.Name) {
 		return
 	}
-	if d.Name == components.VirtAPI {
+	if d.Name == vocab.VirtAPI {
 		d.Spec.Replicas = ptr.To(APIReplicas(caps.Nodes))
 	}
 }
@@ -177,25 +175,4 @@ func copyMap(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
-}
-
-// Describe summarizes the closed gates for a condition message, for
-// example "ServiceMonitor, PrometheusRule wait for api:monitoring.coreos.com/v1/servicemonitors".
-func (p *Plan) Describe() string {
-	byGate := map[stage.Gate][]string{}
-	for _, c := range p.Closed {
-		byGate[c.Gate] = append(byGate[c.Gate], c.Object.Kind+" "+c.Object.Name)
-	}
-	gates := make([]string, 0, len(byGate))
-	for g := range byGate {
-		gates = append(gates, string(g))
-	}
-	sort.Strings(gates)
-	var parts []string
-	for _, g := range gates {
-		objs := byGate[stage.Gate(g)]
-		sort.Strings(objs)
-		parts = append(parts, fmt.Sprintf("%s (%d objects: %s)", g, len(objs), strings.Join(objs, ", ")))
-	}
-	return strings.Join(parts, "; ")
 }

@@ -21,18 +21,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
-// ConfigMap layout, shared with upstream KubeVirt.
-const (
-	ConfigMapNamePrefix   = "kubevirt-install-strategy-"
-	ManifestsKey          = "manifests"
-	EncodingAnnotation    = "kubevirt.io/install-strategy-cm-encoding"
-	EncodingGzipBase64    = "gzip+base64"
-	maxDecodedManifestLen = 64 << 20 // refuse to inflate more than 64 MiB
-)
+// maxDecodedManifestLen bounds what a strategy ConfigMap may inflate to.
+const maxDecodedManifestLen = 64 << 20 // 64 MiB
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 
@@ -72,7 +66,7 @@ func ConfigMapName(id string) string {
 	if len(id) > 10 {
 		id = id[:10]
 	}
-	return ConfigMapNamePrefix + id
+	return vocab.InstallStrategyConfigMapPrefix + id
 }
 
 // ConfigMap encodes the strategy into its ConfigMap in namespace: the
@@ -99,17 +93,17 @@ func (s *Strategy) ConfigMap(namespace string) (*corev1.ConfigMap, error) {
 			Name:      ConfigMapName(s.ID),
 			Namespace: namespace,
 			Labels: map[string]string{
-				components.InstallStrategyLabel: "",
-				components.ManagedByLabel:       components.ManagedByValue,
+				vocab.InstallStrategyLabel: "",
+				vocab.ManagedByLabel:       vocab.ManagedByValue,
 			},
 			Annotations: map[string]string{
-				components.InstallStrategyVersionAnnotation:    s.Version,
-				components.InstallStrategyRegistryAnnotation:   s.Registry,
-				components.InstallStrategyIdentifierAnnotation: s.ID,
-				EncodingAnnotation:                             EncodingGzipBase64,
+				vocab.InstallStrategyVersionAnnotation:    s.Version,
+				vocab.InstallStrategyRegistryAnnotation:   s.Registry,
+				vocab.InstallStrategyIdentifierAnnotation: s.ID,
+				vocab.InstallStrategyEncodingAnnotation:   vocab.InstallStrategyEncodingGzipBase64,
 			},
 		},
-		Data: map[string]string{ManifestsKey: base64.StdEncoding.EncodeToString(gz.Bytes())},
+		Data: map[string]string{vocab.ManifestsKey: base64.StdEncoding.EncodeToString(gz.Bytes())},
 	}, nil
 }
 
@@ -117,15 +111,15 @@ func (s *Strategy) ConfigMap(namespace string) (*corev1.ConfigMap, error) {
 // KubeVirt's operator. Corrupt, truncated or foreign data gives an error,
 // never a panic.
 func FromConfigMap(cm *corev1.ConfigMap) (*Strategy, error) {
-	if _, ok := cm.Labels[components.InstallStrategyLabel]; !ok {
-		return nil, fmt.Errorf("ConfigMap %s/%s is not an install strategy (no %s label)", cm.Namespace, cm.Name, components.InstallStrategyLabel)
+	if _, ok := cm.Labels[vocab.InstallStrategyLabel]; !ok {
+		return nil, fmt.Errorf("ConfigMap %s/%s is not an install strategy (no %s label)", cm.Namespace, cm.Name, vocab.InstallStrategyLabel)
 	}
-	data, ok := cm.Data[ManifestsKey]
+	data, ok := cm.Data[vocab.ManifestsKey]
 	if !ok {
-		return nil, fmt.Errorf("ConfigMap %s/%s has no %q key", cm.Namespace, cm.Name, ManifestsKey)
+		return nil, fmt.Errorf("ConfigMap %s/%s has no %q key", cm.Namespace, cm.Name, vocab.ManifestsKey)
 	}
 	raw := []byte(data)
-	if _, encoded := cm.Annotations[EncodingAnnotation]; encoded {
+	if _, encoded := cm.Annotations[vocab.InstallStrategyEncodingAnnotation]; encoded {
 		// Upstream decodes whenever the annotation is present, whatever its
 		// value; so do we.
 		var err error
@@ -139,9 +133,9 @@ func FromConfigMap(cm *corev1.ConfigMap) (*Strategy, error) {
 		return nil, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
 	}
 	return &Strategy{
-		Version:  cm.Annotations[components.InstallStrategyVersionAnnotation],
-		Registry: cm.Annotations[components.InstallStrategyRegistryAnnotation],
-		ID:       cm.Annotations[components.InstallStrategyIdentifierAnnotation],
+		Version:  cm.Annotations[vocab.InstallStrategyVersionAnnotation],
+		Registry: cm.Annotations[vocab.InstallStrategyRegistryAnnotation],
+		ID:       cm.Annotations[vocab.InstallStrategyIdentifierAnnotation],
 		Objects:  objs,
 	}, nil
 }
@@ -166,8 +160,47 @@ func decodeGzipBase64(data string) ([]byte, error) {
 	return raw, nil
 }
 
+// upstreamAPIVersions are the apiVersions upstream's operator writes wrong
+// into its strategies (it serializes objects whose TypeMeta it set by
+// hand): the ServiceMonitor's group without a version, the admission
+// policies' bare "v1".
+var upstreamAPIVersions = map[string]struct{ wrong, right string }{
+	"ServiceMonitor":                   {"monitoring.coreos.com", "monitoring.coreos.com/v1"},
+	"ValidatingAdmissionPolicy":        {"v1", "admissionregistration.k8s.io/v1"},
+	"ValidatingAdmissionPolicyBinding": {"v1", "admissionregistration.k8s.io/v1"},
+}
+
+func fixUpstreamAPIVersion(m map[string]interface{}) {
+	kind, _ := m["kind"].(string)
+	if q, ok := upstreamAPIVersions[kind]; ok && m["apiVersion"] == q.wrong {
+		m["apiVersion"] = q.right
+	}
+}
+
+// ReadManifests reads objects from a file's content: a YAML stream or JSON
+// List, gzipped or not (upstream's strategies are often kept gzipped).
+func ReadManifests(raw []byte) ([]client.Object, error) {
+	if bytes.HasPrefix(raw, []byte{0x1f, 0x8b}) {
+		r, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return nil, fmt.Errorf("not gzip data: %w", err)
+		}
+		defer r.Close()
+		raw, err = io.ReadAll(io.LimitReader(r, maxDecodedManifestLen+1))
+		if err != nil {
+			return nil, fmt.Errorf("truncated or corrupt gzip data: %w", err)
+		}
+		if len(raw) > maxDecodedManifestLen {
+			return nil, fmt.Errorf("inflates to more than %d bytes", maxDecodedManifestLen)
+		}
+	}
+	return DecodeManifests(raw)
+}
+
 // DecodeManifests reads a multi-document YAML stream (or a JSON List) of
-// objects. Kinds the scheme knows decode into their typed form; other kinds
+// objects. Upstream's quirks are undone: wrong apiVersions are corrected,
+// and an object listed twice identically (upstream lists each CA ConfigMap
+// twice) is kept once. Kinds the scheme knows decode into their typed form; other kinds
 // (for example OpenShift's) stay unstructured.
 func DecodeManifests(raw []byte) ([]client.Object, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
@@ -189,7 +222,24 @@ func DecodeManifests(raw []byte) ([]client.Object, error) {
 		}
 		out = append(out, objs...)
 	}
-	return out, nil
+	return dropIdenticalDuplicates(out), nil
+}
+
+// dropIdenticalDuplicates keeps the first of identical objects with the same
+// key; different objects with one key stay for the caller to refuse.
+func dropIdenticalDuplicates(objs []client.Object) []client.Object {
+	first := map[Key]client.Object{}
+	out := objs[:0]
+	for _, o := range objs {
+		k := KeyOf(o)
+		if prev, ok := first[k]; ok && reflect.DeepEqual(prev, o) {
+			continue
+		} else if !ok {
+			first[k] = o
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 func decodeDocument(doc []byte) ([]client.Object, error) {
@@ -200,6 +250,7 @@ func decodeDocument(doc []byte) ([]client.Object, error) {
 	if m == nil {
 		return nil, nil
 	}
+	fixUpstreamAPIVersion(m)
 	u := &unstructured.Unstructured{Object: m}
 	gvk := u.GroupVersionKind()
 	if gvk.Kind == "" || gvk.Version == "" {

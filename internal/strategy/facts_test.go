@@ -1,10 +1,11 @@
 package strategy
 
 import (
-	"github.com/virtop-dev/virtop/internal/strategy/stage"
 	"slices"
 	"sort"
 	"testing"
+
+	"github.com/virtop-dev/virtop/internal/strategy/stage"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"

@@ -17,6 +17,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
 )
 
@@ -33,40 +34,73 @@ type Strategy struct {
 	Objects []client.Object
 }
 
-// Labels and values stamped on every object.
-const (
-	ComponentLabel = "app.kubernetes.io/component"
-	PartOfLabel    = "app.kubernetes.io/part-of"
-	VersionLabel   = "app.kubernetes.io/version"
-	// DefaultComponent is the component label when productComponent is unset.
-	DefaultComponent = "kubevirt"
-)
+// DefaultComponent is the component label (vocab.AppComponentLabel) when
+// productComponent is unset.
+const DefaultComponent = "kubevirt"
 
 // Generate renders the strategy of a config. The version must be in the
 // builtin catalog; others are rendered by the dump-install-strategy Job of a
 // virtop whose catalog has them.
+//
+// The release's object templates (internal/release) are rendered with the
+// config's values, then changed by the config transforms (transforms.go)
+// and virtop's deliberate deviations (deviations.go); the code-rendered
+// families (monitoring, instancetypes) are added; customizeComponents
+// patches apply; every object gets upstream's metadata stamps and its stage
+// and gates (stages.go); the result is sorted into apply order.
 func Generate(cfg *config.DeploymentConfig) (*Strategy, error) {
-	rel, ok := catalog.Lookup(cfg.Version)
-	if !ok {
+	return GenerateWith(cfg, Options{})
+}
+
+// Options change what Generate renders, for callers that need less than a
+// strategy to apply.
+type Options struct {
+	// WithoutSchemas leaves the CRDs without their OpenAPI schemas, so a
+	// caller that only looks at which objects a release has (the ownership
+	// kind sets, derived from every release at start) parses none of the
+	// schema files, which are most of the release data.
+	WithoutSchemas bool
+}
+
+// GenerateWith is Generate with options; a strategy to apply comes from
+// Generate.
+func GenerateWith(cfg *config.DeploymentConfig, opts Options) (*Strategy, error) {
+	cat, ok := catalog.Lookup(cfg.Version)
+	rel, inData := release.Lookup(cfg.Version)
+	if !ok || !inData {
 		return nil, &catalog.NotInCatalogError{Version: cfg.Version, Have: catalog.Builtin().Versions()}
 	}
 	if cfg.ID == "" || cfg.ID != cfg.ComputeID() {
 		return nil, fmt.Errorf("deployment config has a stale or missing ID; build it with config.FromKubeVirt or config.Parse")
+	}
+	objs, err := renderTemplates(cfg, rel, !opts.WithoutSchemas)
+	if err != nil {
+		return nil, fmt.Errorf("render %s: %w", cfg.Version, err)
+	}
+	if err := runTransforms(cfg, objs, configTransforms); err != nil {
+		return nil, fmt.Errorf("render %s: %w", cfg.Version, err)
+	}
+	if err := runTransforms(cfg, objs, deviations(rel)); err != nil {
+		return nil, fmt.Errorf("render %s: %w", cfg.Version, err)
 	}
 	names := make([]string, 0, len(components.Renderers))
 	for name := range components.Renderers {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	var objs []client.Object
 	for _, name := range names {
-		out, err := components.Renderers[name](cfg, rel)
+		out, err := components.Renderers[name](cfg, cat)
 		if err != nil {
 			return nil, fmt.Errorf("render %s: %w", name, err)
 		}
 		objs = append(objs, out...)
 	}
-	objs, err := Customize(objs, cfg.Customize.Patches)
+	for _, o := range objs {
+		if err := setStage(o); err != nil {
+			return nil, fmt.Errorf("render: %w", err)
+		}
+	}
+	objs, err = Customize(objs, cfg.Customize.Patches)
 	if err != nil {
 		return nil, err
 	}
@@ -83,38 +117,37 @@ func Generate(cfg *config.DeploymentConfig) (*Strategy, error) {
 	return &Strategy{Version: cfg.Version, Registry: cfg.Registry, ID: cfg.ID, Objects: objs}, nil
 }
 
-// stampMetadata sets the labels and annotations every managed object
-// carries, as upstream's operator does, with virtop as the manager.
+// stampMetadata sets the labels and annotations upstream's operator stamps
+// on every object it applies (injectOperatorMetadata), with virtop as the
+// manager.
 func stampMetadata(o client.Object, cfg *config.DeploymentConfig) {
-	labels := o.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[components.ManagedByLabel] = components.ManagedByValue
-	labels[ComponentLabel] = cmp.Or(cfg.ProductComponent, DefaultComponent)
-	labels[VersionLabel] = cmp.Or(cfg.ProductVersion, cfg.Version)
-	if cfg.ProductName != "" {
-		labels[PartOfLabel] = cfg.ProductName
-	}
-	o.SetLabels(labels)
-	ann := o.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[components.InstallStrategyVersionAnnotation] = cfg.Version
-	ann[components.InstallStrategyRegistryAnnotation] = cfg.Registry
-	ann[components.InstallStrategyIdentifierAnnotation] = cfg.ID
-	o.SetAnnotations(ann)
+	stampMeta(cfg, o.GetLabels(), o.GetAnnotations(), func(l, a map[string]string) {
+		o.SetLabels(l)
+		o.SetAnnotations(a)
+	})
 }
 
 // kindRank orders kinds inside a stage: what others refer to comes first.
+// Every kind virtop manages has a rank (internal/ownership's tests check
+// it); uninstall removes them in the reverse order.
 var kindRank = map[string]int{
 	"Namespace": 0, "CustomResourceDefinition": 1, "ServiceAccount": 2, "ClusterRole": 3,
 	"ClusterRoleBinding": 4, "Role": 5, "RoleBinding": 6, "SecurityContextConstraints": 7,
 	"Secret": 8, "ConfigMap": 9, "Service": 10, "ValidatingAdmissionPolicy": 11,
 	"ValidatingAdmissionPolicyBinding": 12, "ValidatingWebhookConfiguration": 13,
 	"MutatingWebhookConfiguration": 14, "APIService": 15, "Deployment": 16, "DaemonSet": 17,
-	"Route": 18, "ServiceMonitor": 19, "PrometheusRule": 20,
+	"Route": 18, "ServiceMonitor": 19, "PrometheusRule": 20, "PodDisruptionBudget": 21,
+	"VirtualMachineClusterInstancetype": 22, "VirtualMachineClusterPreference": 23,
+}
+
+// KindRank is a kind's position in the apply order inside a stage; ok is
+// false for a kind without a rank (sorted after every ranked one).
+func KindRank(kind string) (rank int, ok bool) {
+	r, ok := kindRank[kind]
+	if !ok {
+		return len(kindRank), false
+	}
+	return r, true
 }
 
 // Kind returns an object's kind from its TypeMeta.
@@ -123,10 +156,8 @@ func Kind(o client.Object) string { return o.GetObjectKind().GroupVersionKind().
 // Sort puts objects in apply order: stage, kind, namespace, name.
 func Sort(objs []client.Object) {
 	rank := func(o client.Object) int {
-		if r, ok := kindRank[Kind(o)]; ok {
-			return r
-		}
-		return len(kindRank)
+		r, _ := KindRank(Kind(o))
+		return r
 	}
 	stageIndex := func(o client.Object) int {
 		s, _ := stage.Of(o)

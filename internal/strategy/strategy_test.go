@@ -16,7 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -92,7 +94,7 @@ func TestDeterministic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := []byte(cm.Data[ManifestsKey] + cm.Name)
+		b := []byte(cm.Data[vocab.ManifestsKey] + cm.Name)
 		if i == 0 {
 			first = b
 			continue
@@ -173,28 +175,30 @@ func TestFromConfigMapRefusesBadData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	encoded := good.Data[ManifestsKey]
+	encoded := good.Data[vocab.ManifestsKey]
 	gz, _ := base64.StdEncoding.DecodeString(encoded)
 	cases := map[string]func(*corev1.ConfigMap){
-		"not base64": func(cm *corev1.ConfigMap) { cm.Data[ManifestsKey] = "!!!not base64!!!" },
+		"not base64": func(cm *corev1.ConfigMap) { cm.Data[vocab.ManifestsKey] = "!!!not base64!!!" },
 		"not gzip": func(cm *corev1.ConfigMap) {
-			cm.Data[ManifestsKey] = base64.StdEncoding.EncodeToString([]byte("plain text"))
+			cm.Data[vocab.ManifestsKey] = base64.StdEncoding.EncodeToString([]byte("plain text"))
 		},
-		"truncated gzip":    func(cm *corev1.ConfigMap) { cm.Data[ManifestsKey] = base64.StdEncoding.EncodeToString(gz[:len(gz)/2]) },
-		"truncated base64":  func(cm *corev1.ConfigMap) { cm.Data[ManifestsKey] = encoded[:len(encoded)/2+1] },
-		"no manifests key":  func(cm *corev1.ConfigMap) { delete(cm.Data, ManifestsKey) },
+		"truncated gzip": func(cm *corev1.ConfigMap) {
+			cm.Data[vocab.ManifestsKey] = base64.StdEncoding.EncodeToString(gz[:len(gz)/2])
+		},
+		"truncated base64":  func(cm *corev1.ConfigMap) { cm.Data[vocab.ManifestsKey] = encoded[:len(encoded)/2+1] },
+		"no manifests key":  func(cm *corev1.ConfigMap) { delete(cm.Data, vocab.ManifestsKey) },
 		"no strategy label": func(cm *corev1.ConfigMap) { delete(cm.Labels, "kubevirt.io/install-strategy") },
 		"plain yaml without kind": func(cm *corev1.ConfigMap) {
-			delete(cm.Annotations, EncodingAnnotation)
-			cm.Data[ManifestsKey] = "---\nmetadata:\n  name: x\n"
+			delete(cm.Annotations, vocab.InstallStrategyEncodingAnnotation)
+			cm.Data[vocab.ManifestsKey] = "---\nmetadata:\n  name: x\n"
 		},
 		"plain garbage": func(cm *corev1.ConfigMap) {
-			delete(cm.Annotations, EncodingAnnotation)
-			cm.Data[ManifestsKey] = "---\n: : :\n\t- ["
+			delete(cm.Annotations, vocab.InstallStrategyEncodingAnnotation)
+			cm.Data[vocab.ManifestsKey] = "---\n: : :\n\t- ["
 		},
 		"a Deployment with a wrong field type": func(cm *corev1.ConfigMap) {
-			delete(cm.Annotations, EncodingAnnotation)
-			cm.Data[ManifestsKey] = "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: x\nspec:\n  replicas: many\n"
+			delete(cm.Annotations, vocab.InstallStrategyEncodingAnnotation)
+			cm.Data[vocab.ManifestsKey] = "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: x\nspec:\n  replicas: many\n"
 		},
 	}
 	for name, mutate := range cases {
@@ -245,15 +249,15 @@ spec:
 	cm.Namespace = "kubevirt"
 	cm.Labels = map[string]string{"kubevirt.io/install-strategy": "", "app.kubernetes.io/managed-by": "virt-operator"}
 	cm.Annotations = map[string]string{"kubevirt.io/install-strategy-version": "v1.5.3", "kubevirt.io/install-strategy-identifier": "abc"}
-	cm.Data = map[string]string{ManifestsKey: manifests}
+	cm.Data = map[string]string{vocab.ManifestsKey: manifests}
 	for _, encoded := range []bool{false, true} {
 		if encoded {
 			var buf bytes.Buffer
 			zw := newGzip(&buf)
 			zw.Write([]byte(manifests))
 			zw.Close()
-			cm.Annotations[EncodingAnnotation] = EncodingGzipBase64
-			cm.Data[ManifestsKey] = base64.StdEncoding.EncodeToString(buf.Bytes())
+			cm.Annotations[vocab.InstallStrategyEncodingAnnotation] = vocab.InstallStrategyEncodingGzipBase64
+			cm.Data[vocab.ManifestsKey] = base64.StdEncoding.EncodeToString(buf.Bytes())
 		}
 		s, err := FromConfigMap(cm)
 		if err != nil {
@@ -279,7 +283,7 @@ func BenchmarkGenerate(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		size = len(cm.Data[ManifestsKey])
+		size = len(cm.Data[vocab.ManifestsKey])
 	}
 	b.ReportMetric(float64(size), "encoded-bytes")
 }
@@ -299,5 +303,23 @@ func BenchmarkEncodeConfigMap(b *testing.B) {
 		if _, err := s.ConfigMap("kubevirt"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkRenderEachRelease renders every release (VMExport on), after a
+// first render that parsed the release's data.
+func BenchmarkRenderEachRelease(b *testing.B) {
+	for _, v := range release.Versions() {
+		b.Run(v, func(b *testing.B) {
+			mutate := func(kv *kvv1.KubeVirt) {
+				kv.Spec.ImageTag = v
+				withFeatureGates("VMExport")(kv)
+			}
+			generateFor(b, mutate)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				generateFor(b, mutate)
+			}
+		})
 	}
 }

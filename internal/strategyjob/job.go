@@ -19,6 +19,7 @@ import (
 
 	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Names and values of the Job. The pod label kubevirt.io:
@@ -32,9 +33,6 @@ const (
 	ContainerName = "install-strategy-upload"
 	// PodLabelValue is the value of the kubevirt.io label of the Job's pod.
 	PodLabelValue = "virt-operator-strategy-dumper"
-	// NetworkPolicyLabel lets the pod reach cluster services (the API server)
-	// under KubeVirt's network policies.
-	NetworkPolicyLabel = "np.kubevirt.io/allow-access-cluster-services"
 	// EnvDeploymentConfig holds the DeploymentConfig as JSON.
 	EnvDeploymentConfig = "VIRTOP_DEPLOYMENT_CONFIG"
 	// Command is what the container runs.
@@ -79,16 +77,16 @@ func Name(id string) string {
 // It is pure: the same config and image give the same Job.
 func Job(cfg *config.DeploymentConfig, image string) *batchv1.Job {
 	labels := map[string]string{
-		components.InstallStrategyLabel: "",
-		components.ManagedByLabel:       components.ManagedByValue,
+		vocab.InstallStrategyLabel: "",
+		vocab.ManagedByLabel:       vocab.ManagedByValue,
 	}
 	annotations := map[string]string{
-		components.InstallStrategyVersionAnnotation:    cfg.Version,
-		components.InstallStrategyRegistryAnnotation:   cfg.Registry,
-		components.InstallStrategyIdentifierAnnotation: cfg.ID,
+		vocab.InstallStrategyVersionAnnotation:    cfg.Version,
+		vocab.InstallStrategyRegistryAnnotation:   cfg.Registry,
+		vocab.InstallStrategyIdentifierAnnotation: cfg.ID,
 	}
 	pod := corev1.PodSpec{
-		ServiceAccountName: components.OperatorServiceAccount,
+		ServiceAccountName: vocab.OperatorServiceAccount,
 		RestartPolicy:      corev1.RestartPolicyNever,
 		SecurityContext: &corev1.PodSecurityContext{
 			RunAsNonRoot:   ptr.To(true),
@@ -99,7 +97,9 @@ func Job(cfg *config.DeploymentConfig, image string) *batchv1.Job {
 			Image:           image,
 			ImagePullPolicy: cfg.ImagePullPolicy,
 			Command:         []string{Command, Subcommand},
-			Env:             []corev1.EnvVar{{Name: EnvDeploymentConfig, Value: cfg.JSON()}},
+			// The operator's KV_IO_EXTRA_ENV_* variables, prefix stripped,
+			// as upstream hands them to its Job (proxy settings, for one).
+			Env: append(cfg.PassthroughEnvVars(), corev1.EnvVar{Name: EnvDeploymentConfig, Value: cfg.JSON()}),
 			Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: CPURequest, corev1.ResourceMemory: MemoryRequest},
 				Limits:   corev1.ResourceList{corev1.ResourceCPU: CPULimit, corev1.ResourceMemory: MemoryLimit},
@@ -150,11 +150,11 @@ func Job(cfg *config.DeploymentConfig, image string) *batchv1.Job {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels: map[string]string{
-						components.AppLabel:       PodLabelValue,
-						NetworkPolicyLabel:        "true",
-						components.ManagedByLabel: components.ManagedByValue,
+						vocab.AppLabel:           PodLabelValue,
+						vocab.NetworkPolicyLabel: "true",
+						vocab.ManagedByLabel:     vocab.ManagedByValue,
 					},
-					Annotations: map[string]string{components.InstallStrategyIdentifierAnnotation: cfg.ID},
+					Annotations: map[string]string{vocab.InstallStrategyIdentifierAnnotation: cfg.ID},
 				},
 				Spec: pod,
 			},

@@ -20,14 +20,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/controller"
-	"github.com/virtop-dev/virtop/internal/localcluster"
 	"github.com/virtop-dev/virtop/internal/operator"
-	"github.com/virtop-dev/virtop/internal/operator/operatortest"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategyjob"
-	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/testing/operatortest"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
+	"github.com/virtop-dev/virtop/internal/tools/podless"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // The virtop binary, built once for the tests that run it as a host
@@ -67,22 +68,6 @@ func cleanupBinary() {
 	if binaryDir != "" {
 		os.RemoveAll(binaryDir)
 	}
-}
-
-// wait polls cond every 250 ms up to timeout.
-func wait(t *testing.T, what string, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		last = why
-		time.Sleep(250 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
 }
 
 func condition(kv *kvv1.KubeVirt, typ kvv1.KubeVirtConditionType) kvv1.KubeVirtCondition {
@@ -131,7 +116,7 @@ func TestOperatorInstallsVersionOutsideItsCatalog(t *testing.T) {
 
 	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}
 	kv.Spec.ImageTag = "v1.5.3"
-	if err := localcluster.Prepare(kv); err != nil {
+	if err := podless.Prepare(kv); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Create(ctx, kv); err != nil {
@@ -141,9 +126,9 @@ func TestOperatorInstallsVersionOutsideItsCatalog(t *testing.T) {
 
 	// The Job appears, and the resource says it waits for it.
 	var job *batchv1.Job
-	wait(t, "the strategy Job", time.Minute, func() (bool, string) {
+	poll.Eventually(t, "the strategy Job", time.Minute, func() (bool, string) {
 		var jobs batchv1.JobList
-		if err := c.List(ctx, &jobs, client.InNamespace(ns), client.HasLabels{components.InstallStrategyLabel}); err != nil {
+		if err := c.List(ctx, &jobs, client.InNamespace(ns), client.HasLabels{vocab.InstallStrategyLabel}); err != nil {
 			return false, err.Error()
 		}
 		if len(jobs.Items) != 1 {
@@ -155,14 +140,14 @@ func TestOperatorInstallsVersionOutsideItsCatalog(t *testing.T) {
 	if !strings.HasPrefix(job.Name, strategyjob.NamePrefix) || job.Spec.Template.Spec.Containers[0].Image != "example.com/virtop:test" {
 		t.Errorf("Job %s runs %s", job.Name, job.Spec.Template.Spec.Containers[0].Image)
 	}
-	wait(t, "StrategyPending on the KubeVirt resource", time.Minute, func() (bool, string) {
+	poll.Eventually(t, "StrategyPending on the KubeVirt resource", time.Minute, func() (bool, string) {
 		if err := c.Get(ctx, key, kv); err != nil {
 			return false, err.Error()
 		}
 		p := condition(kv, kvv1.KubeVirtConditionProgressing)
 		return p.Reason == controller.ReasonStrategyPending && strings.Contains(p.Message, job.Name), fmt.Sprintf("Progressing %s %s: %s", p.Status, p.Reason, p.Message)
 	})
-	if id := job.Annotations[components.InstallStrategyIdentifierAnnotation]; id != kv.Status.TargetDeploymentID {
+	if id := job.Annotations[vocab.InstallStrategyIdentifierAnnotation]; id != kv.Status.TargetDeploymentID {
 		t.Errorf("Job for deployment %s, target %s", id, kv.Status.TargetDeploymentID)
 	}
 
@@ -184,7 +169,7 @@ func TestOperatorInstallsVersionOutsideItsCatalog(t *testing.T) {
 	}
 
 	// The install reaches Available with v1.5.3.
-	wait(t, "Available=True", 3*time.Minute, func() (bool, string) {
+	poll.Eventually(t, "Available=True", 3*time.Minute, func() (bool, string) {
 		if err := c.Get(ctx, key, kv); err != nil {
 			return false, err.Error()
 		}
@@ -206,13 +191,13 @@ func TestOperatorInstallsVersionOutsideItsCatalog(t *testing.T) {
 		if img := d.Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":v1.5.3") {
 			t.Errorf("Deployment %s runs %s, want v1.5.3", name, img)
 		}
-		if v := d.Labels[strategy.VersionLabel]; v != "v1.5.3" {
+		if v := d.Labels[vocab.AppVersionLabel]; v != "v1.5.3" {
 			t.Errorf("Deployment %s labelled version %q", name, v)
 		}
 	}
 	// The finished Job is deleted once the strategy loaded (in the
 	// foreground; with no garbage collector here it keeps its finalizer).
-	wait(t, "the finished Job deleted", time.Minute, func() (bool, string) {
+	poll.Eventually(t, "the finished Job deleted", time.Minute, func() (bool, string) {
 		cur := &batchv1.Job{}
 		err := c.Get(ctx, client.ObjectKeyFromObject(job), cur)
 		if apierrors.IsNotFound(err) {

@@ -18,10 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/controller"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Defaults of a Runner.
@@ -136,7 +136,7 @@ func (r *Runner) Ensure(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.Depl
 			return controller.JobState{}, errors.New("no strategy image is set (--strategy-image)")
 		}
 		job = Job(cfg, r.Image)
-		if err := r.Client.Create(ctx, job, client.FieldOwner(components.ManagedByValue)); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := r.Client.Create(ctx, job, client.FieldOwner(vocab.ManagedByValue)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return controller.JobState{}, fmt.Errorf("create install strategy Job %s: %w", name, err)
 		}
 		log.Info("Created install strategy Job", "job", name, "version", cfg.Version, "image", r.Image, "attempt", a.failures+1)
@@ -266,8 +266,8 @@ func (r *Runner) Done(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.Deploy
 // deleteJobs deletes the strategy Jobs of a namespace that match.
 func (r *Runner) deleteJobs(ctx context.Context, ns string, match func(*batchv1.Job) bool) error {
 	var list batchv1.JobList
-	if err := r.Reader.List(ctx, &list, client.InNamespace(ns), client.HasLabels{components.InstallStrategyLabel},
-		client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+	if err := r.Reader.List(ctx, &list, client.InNamespace(ns), client.HasLabels{vocab.InstallStrategyLabel},
+		client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
 		return fmt.Errorf("list install strategy Jobs: %w", err)
 	}
 	var errs []error
@@ -350,7 +350,7 @@ func oneLine(s string) string {
 }
 
 func jobID(j *batchv1.Job) string {
-	return j.Annotations[components.InstallStrategyIdentifierAnnotation]
+	return j.Annotations[vocab.InstallStrategyIdentifierAnnotation]
 }
 
 func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {

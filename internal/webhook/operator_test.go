@@ -14,10 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
-	"github.com/virtop-dev/virtop/internal/localcluster"
 	"github.com/virtop-dev/virtop/internal/operator"
-	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
+	"github.com/virtop-dev/virtop/internal/tools/podless"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // fakeReadiness plays kube-controller-manager for the namespace: every
@@ -81,13 +82,13 @@ func TestOperatorServesWebhookByURL(t *testing.T) {
 		}
 		// Whatever the test left, no webhook of this operator may outlive it.
 		vwc := &admissionv1.ValidatingWebhookConfiguration{}
-		vwc.Name = components.OperatorValidatingWebhookName
+		vwc.Name = vocab.OperatorValidatingWebhookName
 		_ = c.Delete(context.Background(), vwc)
 	})
 
 	kv := &kvv1.KubeVirt{}
 	kv.Namespace, kv.Name = ns, "kubevirt"
-	if err := localcluster.Prepare(kv); err != nil {
+	if err := podless.Prepare(kv); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Create(ctx, kv); err != nil {
@@ -95,9 +96,9 @@ func TestOperatorServesWebhookByURL(t *testing.T) {
 	}
 	cleanKubeVirts(t, env, ns)
 
-	eventually(t, "virt-operator-validator registered by URL", func() (bool, string) {
+	poll.Eventually(t, "virt-operator-validator registered by URL", 3*time.Minute, func() (bool, string) {
 		vwc := &admissionv1.ValidatingWebhookConfiguration{}
-		if err := c.Get(ctx, types.NamespacedName{Name: components.OperatorValidatingWebhookName}, vwc); err != nil {
+		if err := c.Get(ctx, types.NamespacedName{Name: vocab.OperatorValidatingWebhookName}, vwc); err != nil {
 			return false, err.Error()
 		}
 		if len(vwc.Webhooks) != 3 {
@@ -118,7 +119,7 @@ func TestOperatorServesWebhookByURL(t *testing.T) {
 	second := &kvv1.KubeVirt{}
 	second.Namespace, second.Name = ns, "second"
 	var lastErr error
-	eventually(t, "the operator's webhook to refuse a second KubeVirt", func() (bool, string) {
+	poll.Eventually(t, "the operator's webhook to refuse a second KubeVirt", 3*time.Minute, func() (bool, string) {
 		lastErr = c.Create(ctx, second.DeepCopy(), client.DryRunAll)
 		return lastErr != nil && strings.Contains(lastErr.Error(), "denied the request"), fmt.Sprint(lastErr)
 	})
@@ -126,7 +127,7 @@ func TestOperatorServesWebhookByURL(t *testing.T) {
 
 	// Uninstall: the delete is admitted (no workloads), the operator
 	// removes its webhook first and its finalizer last.
-	eventually(t, "the KubeVirt to carry the finalizer", func() (bool, string) {
+	poll.Eventually(t, "the KubeVirt to carry the finalizer", 3*time.Minute, func() (bool, string) {
 		cur := &kvv1.KubeVirt{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(kv), cur); err != nil {
 			return false, err.Error()
@@ -136,7 +137,7 @@ func TestOperatorServesWebhookByURL(t *testing.T) {
 	if err := c.Delete(ctx, kv); err != nil {
 		t.Fatalf("deleting the KubeVirt: %v", err)
 	}
-	eventually(t, "the KubeVirt to be gone", func() (bool, string) {
+	poll.Eventually(t, "the KubeVirt to be gone", 3*time.Minute, func() (bool, string) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(kv), &kvv1.KubeVirt{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/components"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // RewriteForURL points the operator's webhook configuration
@@ -18,7 +18,7 @@ import (
 // kept (failurePolicy, timeouts, rules); other objects are returned as they
 // are. The input is never modified: a rewritten object is a copy.
 func RewriteForURL(obj client.Object, host string, caBundle []byte) client.Object {
-	if obj == nil || obj.GetName() != components.OperatorValidatingWebhookName {
+	if obj == nil || obj.GetName() != vocab.OperatorValidatingWebhookName {
 		return obj
 	}
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "https://"), "/")

@@ -40,9 +40,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/controller"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Validator decides admission of KubeVirt resources.
@@ -58,9 +58,9 @@ type Validator struct {
 
 // Register serves the three paths of virt-operator-validator on srv.
 func (v *Validator) Register(srv crwebhook.Server) {
-	srv.Register(components.KubeVirtCreateValidatePath, &crwebhook.Admission{Handler: admission.HandlerFunc(v.handleCreate)})
-	srv.Register(components.KubeVirtUpdateValidatePath, &crwebhook.Admission{Handler: admission.HandlerFunc(v.handleUpdate)})
-	srv.Register(components.KubeVirtDeleteValidatePath, &crwebhook.Admission{Handler: admission.HandlerFunc(v.handleDelete)})
+	srv.Register(vocab.KubeVirtCreateValidatePath, &crwebhook.Admission{Handler: admission.HandlerFunc(v.handleCreate)})
+	srv.Register(vocab.KubeVirtUpdateValidatePath, &crwebhook.Admission{Handler: admission.HandlerFunc(v.handleUpdate)})
+	srv.Register(vocab.KubeVirtDeleteValidatePath, &crwebhook.Admission{Handler: admission.HandlerFunc(v.handleDelete)})
 }
 
 // Handle dispatches on the operation, for callers that serve one path.

@@ -27,31 +27,17 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
-	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/internal/webhook"
 )
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Main(m, testenv.Options{Scheme: scheme.New()}))
-}
-
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		last = why
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s: %s", what, last)
 }
 
 func freePort(t *testing.T) int {
@@ -103,7 +89,7 @@ func installKubeVirtCRDs(t *testing.T, env *testenv.Env) {
 			t.Fatal("the strategy has no CRDs")
 		}
 		for _, name := range names {
-			eventually(t, "CRD "+name+" Established", func() (bool, string) {
+			poll.Eventually(t, "CRD "+name+" Established", 3*time.Minute, func() (bool, string) {
 				var crd apiextensionsv1.CustomResourceDefinition
 				if err := env.Client.Get(ctx, types.NamespacedName{Name: name}, &crd); err != nil {
 					return false, err.Error()
@@ -151,14 +137,14 @@ func serve(t *testing.T, env *testenv.Env, ns string) {
 
 	var vwc *admissionv1.ValidatingWebhookConfiguration
 	for _, o := range render(t, ns).Objects {
-		if o.GetName() == components.OperatorValidatingWebhookName {
+		if o.GetName() == vocab.OperatorValidatingWebhookName {
 			vwc = webhook.RewriteForURL(o, host, ca).(*admissionv1.ValidatingWebhookConfiguration)
 		}
 	}
 	if vwc == nil {
 		t.Fatal("the strategy has no virt-operator-validator")
 	}
-	vwc.Name = components.OperatorValidatingWebhookName + "-" + ns
+	vwc.Name = vocab.OperatorValidatingWebhookName + "-" + ns
 	for i := range vwc.Webhooks {
 		if *vwc.Webhooks[i].FailurePolicy != admissionv1.Fail {
 			t.Fatalf("webhook %s: failurePolicy %s, want the strategy's Fail", vwc.Webhooks[i].Name, *vwc.Webhooks[i].FailurePolicy)
@@ -179,7 +165,7 @@ func serve(t *testing.T, env *testenv.Env, ns string) {
 	})
 	// The API server picks the configuration up asynchronously: wait until
 	// a dry-run create of an invalid resource is refused by the webhook.
-	eventually(t, "the webhook to be called", func() (bool, string) {
+	poll.Eventually(t, "the webhook to be called", 3*time.Minute, func() (bool, string) {
 		probe := kubevirt(ns, "probe", badPatch)
 		err := env.Client.Create(context.Background(), probe, client.DryRunAll)
 		if err != nil && strings.Contains(err.Error(), "spec.customizeComponents.patches[0].patch") {
@@ -296,7 +282,7 @@ func TestDeleteRefusedWhileVMIExists(t *testing.T) {
 	if err := env.Client.Delete(ctx, vmi); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the VMI to be gone", func() (bool, string) {
+	poll.Eventually(t, "the VMI to be gone", 3*time.Minute, func() (bool, string) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(vmi), vmi.DeepCopy())
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
@@ -313,7 +299,7 @@ func TestSecretCertificate(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := context.Background()
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: components.VirtOperatorCertSecretName, Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: vocab.VirtOperatorCertSecretName, Namespace: ns},
 		Type:       corev1.SecretTypeTLS,
 		Data:       map[string][]byte{corev1.TLSCertKey: nil, corev1.TLSPrivateKeyKey: nil},
 	}

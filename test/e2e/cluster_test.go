@@ -10,7 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/virtop-dev/virtop/internal/devcluster"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -131,14 +132,14 @@ func TestEtcdStopStart(t *testing.T) {
 	ctx := context.Background()
 
 	env.StopEtcd(t)
-	framework.Eventually(t, "the API server to report not ready without etcd", 0, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "the API server to report not ready without etcd", framework.DefaultTimeout, func(ctx context.Context) (bool, error) {
 		return !env.APIReady(ctx), nil
 	})
 
 	start := time.Now()
 	env.StartEtcd(t)
 	t.Logf("MEASURE API server ready %s after etcd restart", time.Since(start).Round(10*time.Millisecond))
-	framework.Eventually(t, "namespace "+ns+" to be readable", 0, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "namespace "+ns+" to be readable", 0, func(ctx context.Context) (bool, error) {
 		_, err := env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		return err == nil, err
 	})

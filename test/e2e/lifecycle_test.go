@@ -11,7 +11,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/virtop-dev/virtop/internal/devcluster"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -69,7 +70,7 @@ func TestClusterLifecycleLeavesNoProcess(t *testing.T) {
 	if _, err := cl.Kube.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	framework.Eventually(t, "the Deployment to be available", 0, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "the Deployment to be available", framework.DefaultTimeout, func(ctx context.Context) (bool, error) {
 		got, err := cl.Kube.AppsV1().Deployments("default").Get(ctx, d.Name, metav1.GetOptions{})
 		return err == nil && framework.DeploymentAvailable(got), err
 	})

@@ -12,7 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/devcluster"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -96,14 +97,14 @@ func TestOperatorLifecycle(t *testing.T) {
 		if err := c.Delete(ctx, kv); err != nil {
 			t.Fatal(err)
 		}
-		framework.Eventually(t, "the KubeVirt resource gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		poll.Eventually(t, "the KubeVirt resource gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
 			err := c.Get(ctx, client.ObjectKeyFromObject(kv), &kvv1.KubeVirt{})
 			if apierrors.IsNotFound(err) {
 				return true, nil
 			}
 			return false, fmt.Errorf("still there: %v", err)
 		})
-		framework.Eventually(t, "managed objects gone", time.Minute, func(ctx context.Context) (bool, error) {
+		poll.Eventually(t, "managed objects gone", time.Minute, func(ctx context.Context) (bool, error) {
 			left := framework.ManagedResourceVersions(t, c)
 			if len(left) == 0 {
 				return true, nil

@@ -16,7 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/virtop-dev/virtop/internal/scheme"
-	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
 )
 
 // forbidden records every log line of the process that reports a refused

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/testenv"
-	"github.com/virtop-dev/virtop/internal/toolpaths"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
+	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
 )
 
 // TestReleaseManifestsApplyTwice applies what `make release-manifests`

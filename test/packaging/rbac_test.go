@@ -24,29 +24,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/localcluster"
 	"github.com/virtop-dev/virtop/internal/operator"
-	"github.com/virtop-dev/virtop/internal/operator/operatortest"
-	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/testing/operatortest"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
+	"github.com/virtop-dev/virtop/internal/tools/podless"
 )
 
 const operatorSA = "kubevirt-operator"
-
-// wait polls cond every 250 ms up to timeout.
-func wait(t *testing.T, what string, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		last = why
-		time.Sleep(250 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
-}
 
 // repoFile reads a file relative to the repository root.
 func repoFile(t *testing.T, rel string) []byte {
@@ -193,7 +178,7 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 
 	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}
 	kv.Spec.ImageTag = "v1.5.0"
-	if err := localcluster.Prepare(kv); err != nil {
+	if err := podless.Prepare(kv); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Create(ctx, kv); err != nil {
@@ -203,7 +188,7 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 
 	// Install.
 	var inProgressSeen, earlyCurrent bool
-	wait(t, "install: Available", 3*time.Minute, func() (bool, string) {
+	poll.Eventually(t, "install: Available", 3*time.Minute, func() (bool, string) {
 		cur := &kvv1.KubeVirt{}
 		if err := c.Get(ctx, key, cur); err != nil {
 			return false, err.Error()
@@ -241,7 +226,7 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 	if err := c.Patch(ctx, kv, client.MergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}
-	wait(t, "upgrade: v1.5.3 rolled out", 3*time.Minute, func() (bool, string) {
+	poll.Eventually(t, "upgrade: v1.5.3 rolled out", 3*time.Minute, func() (bool, string) {
 		cur := &kvv1.KubeVirt{}
 		if err := c.Get(ctx, key, cur); err != nil {
 			return false, err.Error()
@@ -265,7 +250,7 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 	if err := c.Delete(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
-	wait(t, "uninstall: the KubeVirt resource gone", 3*time.Minute, func() (bool, string) {
+	poll.Eventually(t, "uninstall: the KubeVirt resource gone", 3*time.Minute, func() (bool, string) {
 		cur := &kvv1.KubeVirt{}
 		err := c.Get(ctx, key, cur)
 		if err == nil {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Reasons of the MonitoringReady condition.
@@ -49,10 +50,6 @@ var (
 	DefaultMonitorNamespaces = []string{"openshift-monitoring", "monitoring"}
 	DefaultMonitorAccount    = config.DefaultMonitorAccount
 )
-
-// ClusterMonitoringLabel is the namespace label OpenShift's platform
-// Prometheus selects namespaces by.
-const ClusterMonitoringLabel = "openshift.io/cluster-monitoring"
 
 // ExistsValue is the value given to a label that a selector only requires
 // to exist.
@@ -580,7 +577,7 @@ func (r resolver) selects(p PrometheusInfo, kind string, sel *metav1.LabelSelect
 		case conflict != "":
 			return nil, nil, fmt.Sprintf("Prometheus %s's %s excludes namespace %s: %s", p.key(), nsField, ns, conflict)
 		case len(add) == 0:
-		case r.in.OpenShift && ns == r.in.InstallNamespace && onlyKey(add, ClusterMonitoringLabel):
+		case r.in.OpenShift && ns == r.in.InstallNamespace && onlyKey(add, vocab.ClusterMonitoringLabel):
 			nsLabels = add
 		default:
 			return nil, nil, fmt.Sprintf("Prometheus %s's %s does not select namespace %s: label namespace %s with %s",

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/virtop-dev/virtop/api/v1alpha1"
-	"github.com/virtop-dev/virtop/internal/components"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Apply renders the tuning for the input and applies it to planned objects:
@@ -42,7 +42,7 @@ func Apply(objs []client.Object, t *v1alpha1.KubeVirtMonitoring, in Input) ([]cl
 	for i, o := range out {
 		switch x := o.(type) {
 		case *monitoringv1.PrometheusRule:
-			if x.Name != components.PrometheusRuleName {
+			if x.Name != vocab.PrometheusRuleName {
 				continue
 			}
 			c := x.DeepCopy()
@@ -52,7 +52,7 @@ func Apply(objs []client.Object, t *v1alpha1.KubeVirtMonitoring, in Input) ([]cl
 			c.Annotations, errs = merge(c.Annotations, res.PrometheusRule.Annotations, p.Child("annotations"), errs)
 			out[i] = c
 		case *monitoringv1.ServiceMonitor:
-			if x.Name != components.ServiceMonitorName {
+			if x.Name != vocab.ServiceMonitorName {
 				continue
 			}
 			c := x.DeepCopy()
@@ -82,7 +82,7 @@ func Apply(objs []client.Object, t *v1alpha1.KubeVirtMonitoring, in Input) ([]cl
 func (r *Result) Drop(objs []client.Object) []client.Object {
 	out := make([]client.Object, 0, len(objs))
 	for _, o := range objs {
-		if r != nil && r.DashboardDisabled && o.GetObjectKind().GroupVersionKind().Kind == "ConfigMap" && o.GetName() == components.DashboardConfigMapName {
+		if r != nil && r.DashboardDisabled && o.GetObjectKind().GroupVersionKind().Kind == "ConfigMap" && o.GetName() == vocab.DashboardConfigMapName {
 			continue
 		}
 		out = append(out, o)

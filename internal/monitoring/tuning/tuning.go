@@ -35,6 +35,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/metrics"
 	"github.com/virtop-dev/virtop/internal/monitoring/rules"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Input is what a tuning is rendered for: the version's rule set, the
@@ -148,10 +149,10 @@ var reservedAlertLabels = map[string]bool{
 // KubeVirt's prefixes (stage, gate and install-strategy annotations).
 var (
 	reservedLabels = map[string]bool{
-		"app.kubernetes.io/managed-by": true, "app.kubernetes.io/component": true,
-		"app.kubernetes.io/part-of": true, "app.kubernetes.io/version": true,
-		"prometheus.kubevirt.io": true, "k8s-app": true, "openshift.io/cluster-monitoring": true,
-		"kubevirt.io": true,
+		vocab.ManagedByLabel: true, vocab.AppComponentLabel: true,
+		vocab.AppPartOfLabel: true, vocab.AppVersionLabel: true,
+		vocab.PrometheusLabel: true, vocab.K8sAppLabel: true, vocab.ClusterMonitoringLabel: true,
+		vocab.AppLabel: true,
 	}
 	reservedPrefixes = []string{"virtop.dev/", "kubevirt.io/"}
 )

@@ -14,11 +14,11 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/api/v1alpha1"
 	"github.com/virtop-dev/virtop/internal/catalog"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/metrics"
 	"github.com/virtop-dev/virtop/internal/monitoring/rules"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 const template = "https://runbooks.example.com/%s.md"
@@ -416,7 +416,7 @@ func TestApplyDashboardDisabled(t *testing.T) {
 	objs, in := planned(t, "v1.5.3")
 	has := func(objs []client.Object) bool {
 		for _, o := range objs {
-			if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == components.DashboardConfigMapName {
+			if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == vocab.DashboardConfigMapName {
 				return true
 			}
 		}

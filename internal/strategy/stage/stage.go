@@ -9,15 +9,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
-)
 
-// Annotations carried by every object of a strategy.
-const (
-	// Annotation holds the object's apply stage.
-	Annotation = "virtop.dev/stage"
-	// GateAnnotation holds, comma-separated, what an optional object needs
-	// from the live cluster.
-	GateAnnotation = "virtop.dev/gate"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Stage is an apply stage. Stages are applied in the order of All.
@@ -79,6 +72,10 @@ var (
 	PrometheusRulesAPI = API("monitoring.coreos.com", "v1", "prometheusrules")
 	SCCAPI             = API("security.openshift.io", "v1", "securitycontextconstraints")
 	RouteAPI           = API("route.openshift.io", "v1", "routes")
+	// PrometheusesAPI is prometheus-operator's Prometheus resource. No
+	// object is gated on it; the monitoring placement reads Prometheus
+	// resources when it is served.
+	PrometheusesAPI = API("monitoring.coreos.com", "v1", "prometheuses")
 	// MonitoringTarget passes when the plan found where monitoring goes
 	// (a Prometheus, a user setting or an upstream default account).
 	MonitoringTarget Gate = "monitoring:target"
@@ -112,9 +109,9 @@ func Set(obj client.Object, s Stage, gates ...Gate) {
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[Annotation] = string(s)
+	ann[vocab.StageAnnotation] = string(s)
 	if len(gates) > 0 {
-		ann[GateAnnotation] = joinGates(gates)
+		ann[vocab.GateAnnotation] = joinGates(gates)
 	}
 	obj.SetAnnotations(ann)
 }
@@ -135,9 +132,9 @@ func joinGates(gates []Gate) string {
 // Of returns the object's stage, or an error when it has none or an unknown
 // one.
 func Of(obj client.Object) (Stage, error) {
-	v, ok := obj.GetAnnotations()[Annotation]
+	v, ok := obj.GetAnnotations()[vocab.StageAnnotation]
 	if !ok {
-		return "", fmt.Errorf("%s %s has no %s annotation", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), Annotation)
+		return "", fmt.Errorf("%s %s has no %s annotation", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), vocab.StageAnnotation)
 	}
 	return Parse(v)
 }
@@ -145,7 +142,7 @@ func Of(obj client.Object) (Stage, error) {
 // GatesOf returns the object's gates; none means the object is always
 // applied.
 func GatesOf(obj client.Object) []Gate {
-	v := obj.GetAnnotations()[GateAnnotation]
+	v := obj.GetAnnotations()[vocab.GateAnnotation]
 	if v == "" {
 		return nil
 	}

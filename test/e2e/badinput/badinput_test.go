@@ -18,6 +18,7 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/api/v1alpha1"
 	"github.com/virtop-dev/virtop/internal/controller"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -81,7 +82,7 @@ func TestBadInput(t *testing.T) {
 func (b *bench) waitWebhookServed(t *testing.T) {
 	t.Helper()
 	probe := specPatch(map[string]any{"imagePullSecrets": []any{map[string]string{"name": "Not_A_Name"}}})
-	framework.Eventually(t, "virtop's webhook to answer", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "virtop's webhook to answer", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		kv := &kvv1.KubeVirt{}
 		kv.Namespace, kv.Name = framework.KubeVirtKey.Namespace, framework.KubeVirtKey.Name
 		err := b.c.Patch(ctx, kv, client.RawPatch(types.MergePatchType, []byte(probe)), client.DryRunAll)
@@ -219,7 +220,7 @@ func (b *bench) input(t *testing.T, bc badCase) error {
 				if err := b.c.Delete(context.Background(), m); client.IgnoreNotFound(err) != nil {
 					t.Error(err)
 				}
-				framework.Eventually(t, "the KubeVirtMonitoring gone", time.Minute, func(ctx context.Context) (bool, error) {
+				poll.Eventually(t, "the KubeVirtMonitoring gone", time.Minute, func(ctx context.Context) (bool, error) {
 					err := b.c.Get(ctx, client.ObjectKeyFromObject(m), &v1alpha1.KubeVirtMonitoring{})
 					return apierrors.IsNotFound(err), err
 				})
@@ -236,7 +237,7 @@ func (b *bench) input(t *testing.T, bc badCase) error {
 func (b *bench) waitMonitoring(t *testing.T, bc badCase) {
 	t.Helper()
 	key := client.ObjectKey{Namespace: framework.KubeVirtKey.Namespace, Name: "bad-tuning"}
-	framework.Eventually(t, "Accepted False naming "+bc.field, 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "Accepted False naming "+bc.field, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		m := &v1alpha1.KubeVirtMonitoring{}
 		if err := b.c.Get(ctx, key, m); err != nil {
 			return false, err
@@ -292,7 +293,7 @@ func (b *bench) runOperatorNamespace(t *testing.T, bc badCase, before map[string
 // is Available and settled again.
 func (b *bench) restore(t *testing.T) {
 	t.Helper()
-	framework.Eventually(t, "the good spec restored", time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "the good spec restored", time.Minute, func(ctx context.Context) (bool, error) {
 		kv := &kvv1.KubeVirt{}
 		if err := b.c.Get(ctx, framework.KubeVirtKey, kv); err != nil {
 			return false, err

@@ -17,12 +17,14 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/controller"
+	"github.com/virtop-dev/virtop/internal/ownership"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
 // userObjects are the VirtualMachine and VirtualMachineInstance the data
 // safety test creates, and the UIDs of them and of every CRD of a
-// protected kind (controller.ProtectedKinds).
+// protected kind (ownership.Protected).
 type userObjects struct {
 	vm, vmi *unstructured.Unstructured
 	uids    map[string]types.UID
@@ -47,7 +49,7 @@ func newVMI(ns string) *unstructured.Unstructured {
 
 func protectedCRDs() []string {
 	var out []string
-	for _, gvr := range controller.ProtectedKinds {
+	for _, gvr := range ownership.Protected {
 		out = append(out, gvr.Resource+"."+gvr.Group)
 	}
 	return out
@@ -59,7 +61,7 @@ func createUserObjects(t *testing.T, c client.Client, ns string) *userObjects {
 	t.Helper()
 	u := &userObjects{vm: newVM(ns), vmi: newVMI(ns), uids: map[string]types.UID{}}
 	for _, o := range []*unstructured.Unstructured{u.vm, u.vmi} {
-		framework.Eventually(t, "creating "+o.GetKind(), time.Minute, func(ctx context.Context) (bool, error) {
+		poll.Eventually(t, "creating "+o.GetKind(), time.Minute, func(ctx context.Context) (bool, error) {
 			err := c.Create(ctx, o)
 			return err == nil || apierrors.IsAlreadyExists(err), err
 		})
@@ -115,7 +117,7 @@ func (u *userObjects) intact(t *testing.T, c client.Client, after string) {
 // gone waits until the VM, the VMI and the protected CRDs are gone.
 func (u *userObjects) gone(t *testing.T, c client.Client) {
 	t.Helper()
-	framework.Eventually(t, "the VM, the VMI and the protected CRDs removed", 3*time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "the VM, the VMI and the protected CRDs removed", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		var left []string
 		for _, name := range protectedCRDs() {
 			if err := c.Get(ctx, client.ObjectKey{Name: name}, &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsNotFound(err) {
@@ -133,7 +135,7 @@ func (b *bench) patchKV(t *testing.T, patch string) {
 	t.Helper()
 	kv := &kvv1.KubeVirt{}
 	kv.Namespace, kv.Name = framework.KubeVirtKey.Namespace, framework.KubeVirtKey.Name
-	framework.Eventually(t, "patching the KubeVirt resource with "+clip(patch, 200), time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "patching the KubeVirt resource with "+clip(patch, 200), time.Minute, func(ctx context.Context) (bool, error) {
 		err := b.c.Patch(ctx, kv, client.RawPatch(types.MergePatchType, []byte(patch)))
 		return err == nil, err
 	})
@@ -217,7 +219,7 @@ func TestDataSafety(t *testing.T) {
 
 	t.Log("delete while the operator is down (the webhook fails open): the finalizer holds it")
 	b.op.Stop(10 * time.Second)
-	framework.Eventually(t, "the delete admitted without the webhook", time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "the delete admitted without the webhook", time.Minute, func(ctx context.Context) (bool, error) {
 		err := b.c.Delete(ctx, b.kv(t))
 		return err == nil, err
 	})
@@ -229,7 +231,7 @@ func TestDataSafety(t *testing.T) {
 			fmt.Sprintf("phase %s; Synchronized %s %s: %s", kv.Status.Phase, sy.Status, sy.Reason, sy.Message)
 	})
 	t.Logf("blocked: %s", framework.KVCondition(b.kv(t), kvv1.KubeVirtConditionSynchronized).Message)
-	framework.Eventually(t, "an event saying the deletion is blocked", time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "an event saying the deletion is blocked", time.Minute, func(ctx context.Context) (bool, error) {
 		evs, err := env.Kube.EventsV1().Events(framework.KubeVirtKey.Namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

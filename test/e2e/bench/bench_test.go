@@ -23,8 +23,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/components"
-	"github.com/virtop-dev/virtop/internal/devcluster"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -273,7 +274,7 @@ func prometheusLate(t *testing.T, env *framework.Env, c client.Client, runs int)
 	var toCRDs, toPrometheus []float64
 	poll := func(what string, cond func() (bool, error)) time.Duration {
 		start := time.Now()
-		framework.Eventually(t, what, 2*time.Minute, func(context.Context) (bool, error) { return cond() })
+		poll.Eventually(t, what, 2*time.Minute, func(context.Context) (bool, error) { return cond() })
 		return time.Since(start)
 	}
 	for r := 0; r < runs; r++ {
@@ -305,11 +306,11 @@ func prometheusLate(t *testing.T, env *framework.Env, c client.Client, runs int)
 			t.Fatal(err)
 		}
 		poll("ServiceMonitor and PrometheusRule selected by the Prometheus", func() (bool, error) {
-			sm, err := monitoringObject(ctx, c, serviceMonitors, devcluster.MonitoringNamespace, components.ServiceMonitorName)
+			sm, err := monitoringObject(ctx, c, serviceMonitors, devcluster.MonitoringNamespace, vocab.ServiceMonitorName)
 			if err != nil || sm["release"] != devcluster.PrometheusRelease {
 				return false, err
 			}
-			pr, err := monitoringObject(ctx, c, prometheusRules, devcluster.InstallNamespace, components.PrometheusRuleName)
+			pr, err := monitoringObject(ctx, c, prometheusRules, devcluster.InstallNamespace, vocab.PrometheusRuleName)
 			if err != nil || pr["release"] != devcluster.PrometheusRelease {
 				return false, err
 			}
@@ -325,9 +326,9 @@ func prometheusLate(t *testing.T, env *framework.Env, c client.Client, runs int)
 
 func name(gvk schema.GroupVersionKind) string {
 	if gvk.Kind == "ServiceMonitor" {
-		return components.ServiceMonitorName
+		return vocab.ServiceMonitorName
 	}
-	return components.PrometheusRuleName
+	return vocab.PrometheusRuleName
 }
 
 // removeMonitoringStack deletes the Prometheus objects and the monitoring
@@ -355,7 +356,7 @@ func removeMonitoringStack(t *testing.T, c client.Client) {
 			}
 		}
 	}
-	framework.Eventually(t, "monitoring CRDs gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "monitoring CRDs gone", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		if err := c.List(ctx, crds); err != nil {
 			return false, err
 		}

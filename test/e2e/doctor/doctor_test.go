@@ -26,9 +26,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
-	"github.com/virtop-dev/virtop/internal/devcluster"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -107,7 +108,7 @@ func (s *installed) doctorUntil(t *testing.T, what string, done func(*run) bool,
 	var last *run
 	start := time.Now()
 	runs := 0
-	framework.Eventually(t, what, 3*time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, what, 3*time.Minute, func(ctx context.Context) (bool, error) {
 		r, err := s.doctor(ctx, args...)
 		if err != nil {
 			return false, err
@@ -233,9 +234,9 @@ func (s *installed) doctorText(t *testing.T) string {
 func (s *installed) testVirtAPIScaledToZero(t *testing.T) {
 	s.baseline(t)
 	s.stopOperator(t)
-	s.scale(t, components.VirtAPI, 0)
-	framework.Eventually(t, "virt-api pods gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		n := len(s.pods(t, components.VirtAPI))
+	s.scale(t, vocab.VirtAPI, 0)
+	poll.Eventually(t, "virt-api pods gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		n := len(s.pods(t, vocab.VirtAPI))
 		return n == 0, fmt.Errorf("%d virt-api pods left", n)
 	})
 	r := s.doctorUntil(t, "ControlPlaneDown naming virt-api", verdictIs("ControlPlaneDown", "controlplane/virt-api", "fail"))
@@ -247,7 +248,7 @@ func (s *installed) testVirtAPIScaledToZero(t *testing.T) {
 
 func (s *installed) testVirtControllerUnready(t *testing.T) {
 	s.baseline(t)
-	pods := s.pods(t, components.VirtController)
+	pods := s.pods(t, vocab.VirtController)
 	if len(pods) == 0 {
 		t.Fatal("no virt-controller pod")
 	}
@@ -267,7 +268,7 @@ func (s *installed) testServiceMonitorDeleted(t *testing.T) {
 	// Registered first, so it runs after stopOperator's cleanup has
 	// started the operator again.
 	t.Cleanup(func() {
-		framework.Eventually(t, "the operator re-creating the ServiceMonitor", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		poll.Eventually(t, "the operator re-creating the ServiceMonitor", 3*time.Minute, func(ctx context.Context) (bool, error) {
 			n := len(s.managed(t, &monitoringv1.ServiceMonitorList{}))
 			return n > 0, fmt.Errorf("%d ServiceMonitors", n)
 		})
@@ -319,7 +320,7 @@ func (s *installed) testServiceWithoutEndpoints(t *testing.T) {
 	// nothing relabels a running pod), and it has no endpoint left.
 	var labelled []types.NamespacedName
 	var pods corev1.PodList
-	if err := s.c.List(ctx, &pods, client.InNamespace(s.ns), client.MatchingLabels{components.PrometheusLabel: "true"}); err != nil {
+	if err := s.c.List(ctx, &pods, client.InNamespace(s.ns), client.MatchingLabels{vocab.PrometheusLabel: "true"}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range pods.Items {
@@ -364,7 +365,7 @@ func (s *installed) testNodeNotReady(t *testing.T) {
 	s.baseline(t)
 	// The nodes hosting virt-api and virt-controller.
 	hosts := map[string]bool{}
-	for _, comp := range []string{components.VirtAPI, components.VirtController} {
+	for _, comp := range []string{vocab.VirtAPI, vocab.VirtController} {
 		for _, p := range s.pods(t, comp) {
 			hosts[p.Spec.NodeName] = true
 		}
@@ -405,7 +406,7 @@ func (s *installed) testUpstreamStrategy(t *testing.T) {
 	if err := s.c.Create(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("created upstream-shaped strategy ConfigMap %s (ID %s, %s)", cm.Name, cm.Annotations[components.InstallStrategyIdentifierAnnotation], cm.Annotations[components.InstallStrategyVersionAnnotation])
+	t.Logf("created upstream-shaped strategy ConfigMap %s (ID %s, %s)", cm.Name, cm.Annotations[vocab.InstallStrategyIdentifierAnnotation], cm.Annotations[vocab.InstallStrategyVersionAnnotation])
 	t.Cleanup(func() { s.deleteAndWait(t, cm) })
 
 	// The objects exist anyway (virtop created them): a warning.
@@ -464,7 +465,7 @@ func (s *installed) upstreamStrategy(t *testing.T, kv *kvv1.KubeVirt) *corev1.Co
 		}
 		o.SetAnnotations(ann)
 		lbl := o.GetLabels()
-		delete(lbl, components.ManagedByLabel)
+		delete(lbl, vocab.ManagedByLabel)
 		o.SetLabels(lbl)
 		kept.Objects = append(kept.Objects, o)
 	}
@@ -477,7 +478,7 @@ func (s *installed) upstreamStrategy(t *testing.T, kv *kvv1.KubeVirt) *corev1.Co
 	}
 	cm.Name = ""
 	cm.GenerateName = "kubevirt-install-strategy-"
-	cm.Labels = map[string]string{components.InstallStrategyLabel: "", components.ManagedByLabel: "virt-operator"}
+	cm.Labels = map[string]string{vocab.InstallStrategyLabel: "", vocab.ManagedByLabel: "virt-operator"}
 	return cm
 }
 
@@ -550,7 +551,7 @@ func (s *installed) stopOperator(t *testing.T) {
 		if !s.op.Running() {
 			s.op.Start()
 		}
-		framework.Eventually(t, "the restarted operator holding its Lease", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		poll.Eventually(t, "the restarted operator holding its Lease", 3*time.Minute, func(ctx context.Context) (bool, error) {
 			l := &coordinationv1.Lease{}
 			if err := s.c.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: "virt-operator"}, l); err != nil {
 				return false, err
@@ -559,8 +560,8 @@ func (s *installed) stopOperator(t *testing.T) {
 			return held, fmt.Errorf("holder %v", l.Spec.HolderIdentity)
 		})
 		framework.WaitKubeVirt(t, s.c, "Available after the operator restarted", 5*time.Minute, framework.Available)
-		for _, name := range []string{components.VirtAPI, components.VirtController} {
-			framework.Eventually(t, name+" restored by the operator", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		for _, name := range []string{vocab.VirtAPI, vocab.VirtController} {
+			poll.Eventually(t, name+" restored by the operator", 3*time.Minute, func(ctx context.Context) (bool, error) {
 				d := &appsv1.Deployment{}
 				if err := s.c.Get(ctx, types.NamespacedName{Namespace: s.ns, Name: name}, d); err != nil {
 					return false, err
@@ -632,16 +633,16 @@ func (s *installed) replacePods(t *testing.T, pods []corev1.Pod) {
 
 func (s *installed) waitComponentsReady(t *testing.T) {
 	t.Helper()
-	for _, name := range []string{components.VirtAPI, components.VirtController} {
+	for _, name := range []string{vocab.VirtAPI, vocab.VirtController} {
 		s.env.WaitDeploymentAvailable(t, s.ns, name, 3*time.Minute)
 	}
-	s.env.WaitDaemonSetReady(t, s.ns, components.VirtHandler, 3*time.Minute)
+	s.env.WaitDaemonSetReady(t, s.ns, vocab.VirtHandler, 3*time.Minute)
 }
 
 // managed lists the objects of a monitoring kind virtop applied.
 func (s *installed) managed(t *testing.T, list client.ObjectList) []client.Object {
 	t.Helper()
-	if err := s.c.List(context.Background(), list, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+	if err := s.c.List(context.Background(), list, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
 		t.Fatal(err)
 	}
 	var out []client.Object
@@ -682,7 +683,7 @@ func (s *installed) waitMonitoringReady(t *testing.T) {
 // prometheus.kubevirt.io label.
 func (s *installed) labelPod(t *testing.T, key types.NamespacedName, value string) {
 	t.Helper()
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, components.PrometheusLabel, value)
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, vocab.PrometheusLabel, value)
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	if err := s.c.Patch(context.Background(), p, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("labelling pod %s: %v", key, err)
@@ -696,7 +697,7 @@ func (s *installed) deleteAndWait(t *testing.T, obj client.Object) {
 		t.Errorf("deleting %s: %v", obj.GetName(), err)
 		return
 	}
-	framework.Eventually(t, obj.GetName()+" gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, obj.GetName()+" gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		err := s.c.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
 		if apierrors.IsNotFound(err) {
 			return true, nil
@@ -739,7 +740,7 @@ func (s *installed) restoreNodes(t *testing.T, hosts map[string]bool) {
 		}
 		s.env.StartComponent(t, devcluster.ComponentKwokController)
 	}
-	framework.Eventually(t, "the nodes Ready again", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "the nodes Ready again", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		for n := range hosts {
 			node := &corev1.Node{}
 			if err := s.c.Get(ctx, types.NamespacedName{Name: n}, node); err != nil {

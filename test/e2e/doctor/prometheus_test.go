@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -59,7 +59,7 @@ func (s *installed) rulesFile(t *testing.T) []byte {
 func (s *installed) scrapedSeries(t *testing.T) []framework.PromSeries {
 	t.Helper()
 	var pods corev1.PodList
-	if err := s.c.List(context.Background(), &pods, client.InNamespace(s.ns), client.MatchingLabels{components.PrometheusLabel: "true"}); err != nil {
+	if err := s.c.List(context.Background(), &pods, client.InNamespace(s.ns), client.MatchingLabels{vocab.PrometheusLabel: "true"}); err != nil {
 		t.Fatal(err)
 	}
 	var out []framework.PromSeries
@@ -87,7 +87,7 @@ func (s *installed) scrapedSeries(t *testing.T) []framework.PromSeries {
 			framework.PromSeries{Name: "up", Labels: target, Value: 1},
 			framework.PromSeries{Name: "kubevirt_workqueue_depth", Labels: with(map[string]string{"name": comp}), Value: 0},
 		)
-		if comp == components.VirtController {
+		if comp == vocab.VirtController {
 			lead := 0.0
 			if !leader {
 				leader, lead = true, 1

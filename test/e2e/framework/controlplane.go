@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/virtop-dev/virtop/internal/devcluster"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 )
 
 // StopComponent stops one process of the cluster (devcluster.ComponentKubeAPIServer,
@@ -18,7 +19,7 @@ func (e *Env) StopComponent(t testing.TB, name string) {
 		t.Fatalf("stopping %s: %v", name, err)
 	}
 	if name == devcluster.ComponentKubeAPIServer {
-		Eventually(t, "the API server to stop answering", 0, func(ctx context.Context) (bool, error) {
+		poll.Eventually(t, "the API server to stop answering", DefaultTimeout, func(ctx context.Context) (bool, error) {
 			return !e.APIAnswers(ctx), nil
 		})
 	}
@@ -44,7 +45,7 @@ func (e *Env) StartComponent(t testing.TB, name string) {
 	}
 	if name == devcluster.ComponentKubeAPIServer || name == devcluster.ComponentEtcd {
 		if _, ok := e.componentPID(devcluster.ComponentKubeAPIServer); ok {
-			Eventually(t, "the API server to be ready", 0, func(ctx context.Context) (bool, error) {
+			poll.Eventually(t, "the API server to be ready", DefaultTimeout, func(ctx context.Context) (bool, error) {
 				return e.APIReady(ctx), nil
 			})
 		}

@@ -1,6 +1,6 @@
 // Package framework runs virtop's end-to-end suite on a local cluster: one
 // kwok cluster per test binary (created in TestMain through
-// internal/devcluster), the virtop binary built for the suite and run as a
+// internal/tools/devcluster), the virtop binary built for the suite and run as a
 // child process, waits with generous bounds, and helpers that stop and start
 // the cluster's API server and etcd.
 package framework
@@ -19,7 +19,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/virtop-dev/virtop/internal/devcluster"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 )
 
 // DefaultTimeout bounds waits: generous, because how long things take is

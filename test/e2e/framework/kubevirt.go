@@ -14,10 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
-	"github.com/virtop-dev/virtop/internal/devcluster"
-	"github.com/virtop-dev/virtop/internal/localcluster"
 	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
+	"github.com/virtop-dev/virtop/internal/tools/podless"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // HostOperatorArgs are the flags a host-process operator needs beside the
@@ -51,7 +52,7 @@ func NewKubeVirt(t testing.TB, imageTag string) *kvv1.KubeVirt {
 	t.Helper()
 	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: KubeVirtKey.Name, Namespace: KubeVirtKey.Namespace}}
 	kv.Spec.ImageTag = imageTag
-	if err := localcluster.Prepare(kv); err != nil {
+	if err := podless.Prepare(kv); err != nil {
 		t.Fatal(err)
 	}
 	return kv
@@ -71,7 +72,7 @@ func KVCondition(kv *kvv1.KubeVirt, typ kvv1.KubeVirtConditionType) kvv1.KubeVir
 // message is reported while it does not.
 func WaitKubeVirt(t testing.TB, c client.Client, what string, timeout time.Duration, ok func(*kvv1.KubeVirt) (bool, string)) time.Duration {
 	t.Helper()
-	return Eventually(t, what, timeout, func(ctx context.Context) (bool, error) {
+	return poll.Eventually(t, what, orDefault(timeout), func(ctx context.Context) (bool, error) {
 		kv := &kvv1.KubeVirt{}
 		if err := c.Get(ctx, KubeVirtKey, kv); err != nil {
 			return false, err
@@ -123,7 +124,7 @@ func ManagedResourceVersions(t testing.TB, c client.Client) map[string]string {
 		list := &unstructured.UnstructuredList{}
 		list.SetAPIVersion(gvk[0])
 		list.SetKind(gvk[1])
-		if err := c.List(context.Background(), list, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+		if err := c.List(context.Background(), list, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
 			t.Fatal(err)
 		}
 		for _, o := range list.Items {
@@ -142,14 +143,14 @@ func DeleteKubeVirt(t testing.TB, c client.Client, timeout time.Duration) {
 	if err := c.Delete(context.Background(), kv); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	Eventually(t, "the KubeVirt resource gone", timeout, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "the KubeVirt resource gone", orDefault(timeout), func(ctx context.Context) (bool, error) {
 		err := c.Get(ctx, KubeVirtKey, &kvv1.KubeVirt{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
 		return false, fmt.Errorf("still there: %v", err)
 	})
-	Eventually(t, "managed objects gone", timeout, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "managed objects gone", timeout, func(ctx context.Context) (bool, error) {
 		left := ManagedResourceVersions(t, c)
 		if len(left) == 0 {
 			return true, nil

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/virtop-dev/virtop/internal/testing/poll"
 )
 
 // RequestCounts are virtop_api_requests_total's samples by verb and
@@ -76,7 +78,7 @@ func ScrapeRequests(ctx context.Context, addr string) (RequestCounts, error) {
 func MustScrape(t testing.TB, addr string) RequestCounts {
 	t.Helper()
 	var out RequestCounts
-	Eventually(t, "the operator's metrics", time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "the operator's metrics", time.Minute, func(ctx context.Context) (bool, error) {
 		var err error
 		out, err = ScrapeRequests(ctx, addr)
 		return err == nil, err

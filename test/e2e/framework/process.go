@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/virtop-dev/virtop/internal/devcluster"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 )
 
 // Process is a child process of the test (normally the virtop binary). Its

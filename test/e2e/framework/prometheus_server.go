@@ -15,7 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/virtop-dev/virtop/internal/devcluster"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 )
 
 // PrometheusServer is a real Prometheus server (the prometheus binary,
@@ -203,7 +204,7 @@ func (e *Env) StartPrometheus(t testing.TB, openMetrics string, ruleFiles map[st
 func (s *PrometheusServer) waitReady(t testing.TB, p *Process) bool {
 	t.Helper()
 	ready := false
-	Eventually(t, "prometheus "+s.URL+" ready", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "prometheus "+s.URL+" ready", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		if exited, code := p.Exited(); exited {
 			return true, fmt.Errorf("exited with code %d", code)
 		}

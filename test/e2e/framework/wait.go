@@ -9,38 +9,18 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/virtop-dev/virtop/internal/testing/poll"
 )
 
 func (e *Env) context() context.Context { return context.Background() }
 
-// Eventually calls cond every 200 ms until it returns true, failing the test
-// after timeout (DefaultTimeout if 0) with what, how long it waited and the
-// last error or state cond reported. It returns how long it took.
-func Eventually(t testing.TB, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) time.Duration {
-	t.Helper()
+// orDefault is timeout, or DefaultTimeout when timeout is 0.
+func orDefault(timeout time.Duration) time.Duration {
 	if timeout <= 0 {
-		timeout = DefaultTimeout
+		return DefaultTimeout
 	}
-	start := time.Now()
-	var last error
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		ok, err := cond(ctx)
-		cancel()
-		if ok {
-			return time.Since(start)
-		}
-		if err != nil {
-			last = err
-		}
-		if time.Since(start) > timeout {
-			if last != nil {
-				t.Fatalf("timed out after %s waiting for %s: last: %v", timeout, what, last)
-			}
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	return timeout
 }
 
 // Namespace creates a namespace with a unique name, deleted when the test ends.
@@ -61,7 +41,7 @@ func (e *Env) Namespace(t testing.TB, prefix string) string {
 // current) and returns how long that took.
 func (e *Env) WaitDeploymentAvailable(t testing.TB, ns, name string, timeout time.Duration) time.Duration {
 	t.Helper()
-	return Eventually(t, fmt.Sprintf("Deployment %s/%s to be available", ns, name), timeout, func(ctx context.Context) (bool, error) {
+	return poll.Eventually(t, fmt.Sprintf("Deployment %s/%s to be available", ns, name), orDefault(timeout), func(ctx context.Context) (bool, error) {
 		d, err := e.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -82,7 +62,7 @@ func DeploymentAvailable(d *appsv1.Deployment) bool {
 // node it should and returns how long that took.
 func (e *Env) WaitDaemonSetReady(t testing.TB, ns, name string, timeout time.Duration) time.Duration {
 	t.Helper()
-	return Eventually(t, fmt.Sprintf("DaemonSet %s/%s to be ready", ns, name), timeout, func(ctx context.Context) (bool, error) {
+	return poll.Eventually(t, fmt.Sprintf("DaemonSet %s/%s to be ready", ns, name), orDefault(timeout), func(ctx context.Context) (bool, error) {
 		ds, err := e.Kube.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err

@@ -29,11 +29,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/apply"
-	"github.com/virtop-dev/virtop/internal/devcluster"
-	"github.com/virtop-dev/virtop/internal/localcluster"
 	"github.com/virtop-dev/virtop/internal/scheme"
-	"github.com/virtop-dev/virtop/internal/toolpaths"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
+	"github.com/virtop-dev/virtop/internal/tools/podless"
+	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -140,7 +141,7 @@ func TestReleaseManifestsInstall(t *testing.T) {
 	// (virt-api runs nothing here). Made before the operator starts, so it
 	// installs v1.5.0 only.
 	kv.Spec.ImageTag = "v1.5.0"
-	if err := localcluster.Prepare(kv); err != nil {
+	if err := podless.Prepare(kv); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Update(ctx, kv); err != nil {
@@ -223,7 +224,7 @@ func TestReleaseManifestsInstall(t *testing.T) {
 	if err := c.Delete(ctx, cur); err != nil {
 		t.Fatal(err)
 	}
-	framework.Eventually(t, "uninstall: the KubeVirt resource and every managed object gone", waitLong, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "uninstall: the KubeVirt resource and every managed object gone", waitLong, func(ctx context.Context) (bool, error) {
 		noRefusal("uninstall", nil)
 		if err := c.Get(ctx, framework.KubeVirtKey, &kvv1.KubeVirt{}); !apierrors.IsNotFound(err) {
 			return false, fmt.Errorf("the KubeVirt resource is still there (%v)", err)
@@ -260,7 +261,7 @@ func TestReleaseManifestsInstall(t *testing.T) {
 	for _, obj := range manifest {
 		live := get(t, c, obj)
 		for _, mf := range live.GetManagedFields() {
-			if mf.Manager == apply.FieldManager {
+			if mf.Manager == vocab.FieldManager {
 				t.Errorf("%s %s has fields managed by %q (%s)", obj.GetKind(), obj.GetName(), mf.Manager, mf.Operation)
 			}
 		}
@@ -325,7 +326,7 @@ func removeSuiteBase(t *testing.T, c client.Client) {
 		list := &unstructured.UnstructuredList{}
 		list.SetAPIVersion(crd.Spec.Group + "/" + crd.Spec.Versions[0].Name)
 		list.SetKind(crd.Spec.Names.ListKind)
-		framework.Eventually(t, "the storage of "+crd.Name+" ready", waitLong, func(ctx context.Context) (bool, error) {
+		poll.Eventually(t, "the storage of "+crd.Name+" ready", waitLong, func(ctx context.Context) (bool, error) {
 			err := c.List(ctx, list, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}})
 			return err == nil, err
 		})
@@ -342,7 +343,7 @@ func removeSuiteBase(t *testing.T, c client.Client) {
 			t.Fatalf("deleting %T %s: %v", o, o.GetName(), err)
 		}
 	}
-	took := framework.Eventually(t, "the suite's CRDs, PriorityClass and namespace gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	took := poll.Eventually(t, "the suite's CRDs, PriorityClass and namespace gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		for _, o := range objs {
 			err := c.Get(ctx, client.ObjectKeyFromObject(o), o)
 			if apierrors.IsNotFound(err) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/virtop-dev/virtop/internal/faultpoint"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -197,7 +198,7 @@ func (s *suite) runToCrash(op *framework.Process, label string, spec faultpoint.
 	begin := time.Now()
 	op.Start()
 	var doneSince time.Time
-	framework.Eventually(t, fmt.Sprintf("%s: the operator to die at %s", label, spec), rolloutTimeout, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, fmt.Sprintf("%s: the operator to die at %s", label, spec), rolloutTimeout, func(ctx context.Context) (bool, error) {
 		if !op.Running() {
 			return true, nil
 		}

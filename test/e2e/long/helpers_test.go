@@ -24,12 +24,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
-	"github.com/virtop-dev/virtop/internal/devcluster"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -163,7 +164,7 @@ func (s *suite) ensureUninstalled() {
 
 func (s *suite) waitKubeVirtGone() {
 	s.t.Helper()
-	framework.Eventually(s.t, "the KubeVirt resource gone", rolloutTimeout, func(ctx context.Context) (bool, error) {
+	poll.Eventually(s.t, "the KubeVirt resource gone", rolloutTimeout, func(ctx context.Context) (bool, error) {
 		kv, err := s.kubeVirt(ctx)
 		return err == nil && kv == nil, err
 	})
@@ -209,7 +210,7 @@ func listManaged(ctx context.Context, c client.Client) (map[string]liveObject, e
 		list := &unstructured.UnstructuredList{}
 		list.SetAPIVersion(gvk[0])
 		list.SetKind(gvk[1])
-		err := c.List(ctx, list, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue})
+		err := c.List(ctx, list, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue})
 		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
 			continue
 		}
@@ -322,7 +323,7 @@ func checkStray(live map[string]liveObject, installNS string, wants []*want, pre
 	byKindName := map[string][]string{}
 	workloads := map[string][]string{}
 	for k, o := range live {
-		if _, isStrategy := o.labels[components.InstallStrategyLabel]; isStrategy && o.kind == "ConfigMap" {
+		if _, isStrategy := o.labels[vocab.InstallStrategyLabel]; isStrategy && o.kind == "ConfigMap" {
 			if o.ns != installNS || !allowedCM[o.name] {
 				bad = append(bad, "stale strategy ConfigMap "+k)
 			}
@@ -360,7 +361,7 @@ func (s *suite) converged(version string, prevIDs ...string) time.Duration {
 		return ok && kv.Status.ObservedDeploymentID == kv.Status.TargetDeploymentID, why
 	})
 	var w *want
-	framework.Eventually(s.t, "the managed objects to be exactly the strategy's", time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(s.t, "the managed objects to be exactly the strategy's", time.Minute, func(ctx context.Context) (bool, error) {
 		kv, err := s.kubeVirt(ctx)
 		if err != nil || kv == nil {
 			return false, fmt.Errorf("reading the KubeVirt resource: %v", err)
@@ -429,7 +430,7 @@ func (s *suite) startSettledOperator() (*framework.Process, string) {
 		s.t.Fatal(err)
 	}
 	op := s.operator("--metrics-bind-address", addr).Start()
-	framework.Eventually(s.t, "the operator's first reconcile without error", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(s.t, "the operator's first reconcile without error", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		n, err := scrapeReconciles(ctx, addr)
 		return err == nil && n >= 1, fmt.Errorf("reconciles without error: %g (%v)", n, err)
 	})

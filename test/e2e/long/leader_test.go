@@ -12,8 +12,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/virtop-dev/virtop/internal/components"
-	"github.com/virtop-dev/virtop/internal/devcluster"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -42,12 +43,12 @@ func TestLeaderKilledMidRollout(t *testing.T) {
 	s.cordon(true)
 	t.Cleanup(func() { s.cordon(false) })
 	s.setVersion(toVersion)
-	framework.Eventually(t, "the leader to upgrade virt-handler and virt-controller", rolloutTimeout, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "the leader to upgrade virt-handler and virt-controller", rolloutTimeout, func(ctx context.Context) (bool, error) {
 		h, c := &appsv1.DaemonSet{}, &appsv1.Deployment{}
-		if err := s.c.Get(ctx, types.NamespacedName{Namespace: devcluster.InstallNamespace, Name: components.VirtHandler}, h); err != nil {
+		if err := s.c.Get(ctx, types.NamespacedName{Namespace: devcluster.InstallNamespace, Name: vocab.VirtHandler}, h); err != nil {
 			return false, err
 		}
-		if err := s.c.Get(ctx, types.NamespacedName{Namespace: devcluster.InstallNamespace, Name: components.VirtController}, c); err != nil {
+		if err := s.c.Get(ctx, types.NamespacedName{Namespace: devcluster.InstallNamespace, Name: vocab.VirtController}, c); err != nil {
 			return false, err
 		}
 		hi, ci := h.Spec.Template.Spec.Containers[0].Image, c.Spec.Template.Spec.Containers[0].Image
@@ -57,7 +58,7 @@ func TestLeaderKilledMidRollout(t *testing.T) {
 		t.Fatal("the second replica leads too")
 	}
 	api := &appsv1.Deployment{}
-	if err := s.c.Get(context.Background(), types.NamespacedName{Namespace: devcluster.InstallNamespace, Name: components.VirtAPI}, api); err != nil {
+	if err := s.c.Get(context.Background(), types.NamespacedName{Namespace: devcluster.InstallNamespace, Name: vocab.VirtAPI}, api); err != nil {
 		t.Fatal(err)
 	}
 	if img := api.Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":"+fromVersion) {
@@ -87,7 +88,7 @@ func TestLeaderKilledMidRollout(t *testing.T) {
 // waitLog waits until the process's log contains s.
 func waitLog(t *testing.T, p *framework.Process, s string, timeout time.Duration) {
 	t.Helper()
-	framework.Eventually(t, fmt.Sprintf("%s to log %q", p.Name, s), timeout, func(context.Context) (bool, error) {
+	poll.Eventually(t, fmt.Sprintf("%s to log %q", p.Name, s), timeout, func(context.Context) (bool, error) {
 		if !p.Running() {
 			t.Fatalf("%s exited (%s) before logging %q", p.Name, p.LastExit(), s)
 		}

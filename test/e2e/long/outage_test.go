@@ -14,8 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
-	"github.com/virtop-dev/virtop/internal/devcluster"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -44,7 +45,7 @@ func TestAPIServerStopped(t *testing.T) {
 		p := framework.KVCondition(kv, kvv1.KubeVirtConditionProgressing)
 		a := framework.KVCondition(kv, kvv1.KubeVirtConditionAvailable)
 		d := &appsv1.Deployment{}
-		err := s.c.Get(context.Background(), types.NamespacedName{Namespace: devcluster.InstallNamespace, Name: components.VirtAPI}, d)
+		err := s.c.Get(context.Background(), types.NamespacedName{Namespace: devcluster.InstallNamespace, Name: vocab.VirtAPI}, d)
 		return err == nil && p.Status == corev1.ConditionTrue && a.Status != corev1.ConditionTrue,
 			fmt.Sprintf("Progressing %s, Available %s, virt-api Deployment: %v", p.Status, a.Status, err)
 	})
@@ -126,7 +127,7 @@ func TestEtcdRestartedWhileIdle(t *testing.T) {
 	atStop := framework.MustScrape(t, metrics)
 	start := time.Now()
 	s.env.StopEtcd(t)
-	framework.Eventually(t, "the API server to report not ready without etcd", time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "the API server to report not ready without etcd", time.Minute, func(ctx context.Context) (bool, error) {
 		return !s.env.APIReady(ctx), nil
 	})
 	time.Sleep(5 * time.Second)
@@ -165,7 +166,7 @@ func TestEtcdRestartedWhileIdle(t *testing.T) {
 func (s *suite) settle(metrics string) {
 	s.t.Helper()
 	prev := framework.MustScrape(s.t, metrics)
-	framework.Eventually(s.t, "the operator to stop writing", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(s.t, "the operator to stop writing", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		time.Sleep(10 * time.Second)
 		cur, err := framework.ScrapeRequests(ctx, metrics)
 		if err != nil {

@@ -15,10 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/components"
-	"github.com/virtop-dev/virtop/internal/devcluster"
 	"github.com/virtop-dev/virtop/internal/strategy"
-	"github.com/virtop-dev/virtop/test/e2e/framework"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Owner labels stripped by hand from a Deployment and a ClusterRole: the
@@ -31,7 +31,7 @@ func TestOwnerLabelsStripped(t *testing.T) {
 	op, _ := s.startSettledOperator()
 	s.converged(fromVersion)
 	for _, target := range []struct{ apiVersion, kind, ns, name string }{
-		{"apps/v1", "Deployment", devcluster.InstallNamespace, components.VirtAPI},
+		{"apps/v1", "Deployment", devcluster.InstallNamespace, vocab.VirtAPI},
 		{"rbac.authorization.k8s.io/v1", "ClusterRole", "", "kubevirt-controller"},
 	} {
 		ctx := context.Background()
@@ -42,19 +42,19 @@ func TestOwnerLabelsStripped(t *testing.T) {
 			t.Fatal(err)
 		}
 		uid := o.GetUID()
-		if o.GetLabels()[components.ManagedByLabel] != components.ManagedByValue {
-			t.Fatalf("%s %s is not labelled %s=%s to begin with", target.kind, target.name, components.ManagedByLabel, components.ManagedByValue)
+		if o.GetLabels()[vocab.ManagedByLabel] != vocab.ManagedByValue {
+			t.Fatalf("%s %s is not labelled %s=%s to begin with", target.kind, target.name, vocab.ManagedByLabel, vocab.ManagedByValue)
 		}
 		logBefore := op.LogSize()
 		stripped := time.Now()
-		patch := `[{"op":"remove","path":"/metadata/labels/` + strings.ReplaceAll(components.ManagedByLabel, "/", "~1") + `"}]`
+		patch := `[{"op":"remove","path":"/metadata/labels/` + strings.ReplaceAll(vocab.ManagedByLabel, "/", "~1") + `"}]`
 		if err := s.c.Patch(ctx, o, client.RawPatch(types.JSONPatchType, []byte(patch))); err != nil {
 			t.Fatalf("stripping the label of %s %s: %v", target.kind, target.name, err)
 		}
-		if _, still := o.GetLabels()[components.ManagedByLabel]; still {
+		if _, still := o.GetLabels()[vocab.ManagedByLabel]; still {
 			t.Fatalf("the patch left the label on %s %s", target.kind, target.name)
 		}
-		waitFor(t, fmt.Sprintf("the labels of %s %s back", target.kind, target.name), 2*time.Minute, func(ctx context.Context) (bool, error) {
+		poll.Eventually(t, fmt.Sprintf("the labels of %s %s back", target.kind, target.name), 2*time.Minute, func(ctx context.Context) (bool, error) {
 			cur := &unstructured.Unstructured{}
 			cur.SetGroupVersionKind(o.GroupVersionKind())
 			if err := s.c.Get(ctx, client.ObjectKeyFromObject(o), cur); err != nil {
@@ -63,14 +63,14 @@ func TestOwnerLabelsStripped(t *testing.T) {
 			if cur.GetUID() != uid {
 				t.Fatalf("%s %s was replaced (uid %s -> %s), not relabelled", target.kind, target.name, uid, cur.GetUID())
 			}
-			return cur.GetLabels()[components.ManagedByLabel] == components.ManagedByValue, fmt.Errorf("labels %v", cur.GetLabels())
+			return cur.GetLabels()[vocab.ManagedByLabel] == vocab.ManagedByValue, fmt.Errorf("labels %v", cur.GetLabels())
 		})
 		t.Logf("MEASURE owner label stripped from %s %s -> restored: %s", target.kind, target.name, time.Since(stripped).Round(100*time.Millisecond))
 		said := op.LogSince(logBefore)
 		if !logMentions(said, "Applied object", target.kind, target.name) {
 			t.Errorf("the operator's log does not say it applied %s %s again:\n%s", target.kind, target.name, said)
 		}
-		waitFor(t, "an Applied event naming "+target.name, time.Minute, func(ctx context.Context) (bool, error) {
+		poll.Eventually(t, "an Applied event naming "+target.name, time.Minute, func(ctx context.Context) (bool, error) {
 			evs, err := s.kubeVirtEvents(ctx, "Applied")
 			if err != nil {
 				return false, err
@@ -115,7 +115,7 @@ func TestStrategyConfigMapTampered(t *testing.T) {
 				return err
 			}
 			base := cur.DeepCopy()
-			cur.Data[strategy.ManifestsKey] = "this is not gzip+base64 !!"
+			cur.Data[vocab.ManifestsKey] = "this is not gzip+base64 !!"
 			return s.c.Patch(ctx, cur, client.MergeFrom(base))
 		}},
 	} {
@@ -124,7 +124,7 @@ func TestStrategyConfigMapTampered(t *testing.T) {
 		if err := tc.tamper(); err != nil {
 			t.Fatalf("%s: %v", tc.what, err)
 		}
-		waitFor(t, "the strategy ConfigMap restored after it was "+tc.what, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		poll.Eventually(t, "the strategy ConfigMap restored after it was "+tc.what, 2*time.Minute, func(ctx context.Context) (bool, error) {
 			cur := &corev1.ConfigMap{}
 			err := s.c.Get(ctx, key, cur)
 			if apierrors.IsNotFound(err) {
@@ -133,7 +133,7 @@ func TestStrategyConfigMapTampered(t *testing.T) {
 			if err != nil {
 				return false, err
 			}
-			if cur.Data[strategy.ManifestsKey] != orig.Data[strategy.ManifestsKey] {
+			if cur.Data[vocab.ManifestsKey] != orig.Data[vocab.ManifestsKey] {
 				return false, fmt.Errorf("manifests differ from what virtop stored")
 			}
 			if tc.what == "deleted" && cur.UID == orig.UID {
@@ -147,7 +147,7 @@ func TestStrategyConfigMapTampered(t *testing.T) {
 		if !logMentions(said, "Restored install strategy ConfigMap", key.Name, tc.found) {
 			t.Errorf("the operator's log does not say it restored %s, which was %s:\n%s", key.Name, tc.found, said)
 		}
-		waitFor(t, "a "+restoredReason+" event", time.Minute, func(ctx context.Context) (bool, error) {
+		poll.Eventually(t, "a "+restoredReason+" event", time.Minute, func(ctx context.Context) (bool, error) {
 			evs, err := s.kubeVirtEvents(ctx, restoredReason)
 			if err != nil {
 				return false, err
@@ -167,9 +167,6 @@ func TestStrategyConfigMapTampered(t *testing.T) {
 // restoredReason is the reason of the event virtop emits when it writes
 // a strategy ConfigMap someone deleted or changed.
 const restoredReason = "StrategyRestored"
-
-// waitFor is framework.Eventually.
-var waitFor = framework.Eventually
 
 // logMentions reports whether one line of log holds every part.
 func logMentions(log string, parts ...string) bool {

@@ -22,7 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/virtop-dev/virtop/internal/toolpaths"
+	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 

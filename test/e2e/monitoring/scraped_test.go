@@ -36,16 +36,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
-	"github.com/virtop-dev/virtop/internal/devcluster"
-	"github.com/virtop-dev/virtop/internal/toolpaths"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
+	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
 // virtopJob is the job virtop's control plane is scraped under: upstream's
 // ServiceMonitor sets no jobLabel, so prometheus-operator takes the job
 // from the Service's name.
-const virtopJob = components.PrometheusServiceName
+const virtopJob = vocab.PrometheusServiceName
 
 // TestPrometheusOperatorScrapesVirtop runs prometheus-operator (built from
 // the Go module proxy, `make tools`) as a host process against the suite's
@@ -114,7 +115,7 @@ func TestPrometheusOperatorScrapesVirtop(t *testing.T) {
 
 	// The configuration prometheus-operator generated for the Prometheus.
 	var cfg *promconfig.Config
-	framework.Eventually(t, "prometheus-operator's configuration for "+promKey.String()+" to scrape virtop's ServiceMonitor", 3*time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "prometheus-operator's configuration for "+promKey.String()+" to scrape virtop's ServiceMonitor", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		var err error
 		cfg, err = generatedConfig(ctx, c, promKey)
 		if err != nil {
@@ -134,7 +135,7 @@ func TestPrometheusOperatorScrapesVirtop(t *testing.T) {
 	// against the cluster with the job's own discovery configuration, and
 	// the job's relabelling.
 	want := metricsEndpoints(t, c)
-	framework.Eventually(t, "the job's targets to be the metrics endpoints of "+virtopJob, time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "the job's targets to be the metrics endpoints of "+virtopJob, time.Minute, func(ctx context.Context) (bool, error) {
 		got, dropped, err := discoverTargets(ctx, env.Cluster.Kubeconfig(), sc)
 		if err != nil {
 			return false, err
@@ -162,7 +163,7 @@ func TestPrometheusOperatorScrapesVirtop(t *testing.T) {
 
 	// virtop's rule groups in the Prometheus's rule files.
 	var groups []rulefmt.RuleGroup
-	framework.Eventually(t, "virtop's rule groups in prometheus-operator's rule files for "+promKey.String(), 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "virtop's rule groups in prometheus-operator's rule files for "+promKey.String(), 2*time.Minute, func(ctx context.Context) (bool, error) {
 		var err error
 		groups, err = generatedRuleGroups(ctx, c, promKey, rule)
 		if err != nil {
@@ -191,7 +192,7 @@ func TestPrometheusOperatorScrapesVirtop(t *testing.T) {
 	}
 	otherKey := client.ObjectKeyFromObject(other)
 	var otherCfg *promconfig.Config
-	framework.Eventually(t, "prometheus-operator's configuration for "+otherKey.String(), 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "prometheus-operator's configuration for "+otherKey.String(), 2*time.Minute, func(ctx context.Context) (bool, error) {
 		var err error
 		otherCfg, err = generatedConfig(ctx, c, otherKey)
 		return err == nil, err
@@ -274,8 +275,8 @@ func virtopMonitoringObjects(t *testing.T, c client.Client) (*monitoringv1.Servi
 	t.Helper()
 	var sm *monitoringv1.ServiceMonitor
 	var rule *monitoringv1.PrometheusRule
-	framework.Eventually(t, "virtop's ServiceMonitor and PrometheusRule", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		byVirtop := client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}
+	poll.Eventually(t, "virtop's ServiceMonitor and PrometheusRule", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		byVirtop := client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}
 		sms := &monitoringv1.ServiceMonitorList{}
 		if err := c.List(ctx, sms, byVirtop); err != nil {
 			return false, err
@@ -401,7 +402,7 @@ func checkScrapeConfig(t *testing.T, sc *promconfig.ScrapeConfig, sm *monitoring
 	if k.Role == kubernetes.RoleEndpointSlice {
 		portLabel = "__meta_kubernetes_endpointslice_port_name"
 	}
-	svcLabel := "__meta_kubernetes_service_label_" + strings.NewReplacer(".", "_", "/", "_", "-", "_").Replace(components.PrometheusLabel)
+	svcLabel := "__meta_kubernetes_service_label_" + strings.NewReplacer(".", "_", "/", "_", "-", "_").Replace(vocab.PrometheusLabel)
 	var keepSvc, keepPort, jobFromSvc bool
 	for _, r := range sc.RelabelConfigs {
 		src := make([]string, len(r.SourceLabels))
@@ -409,7 +410,7 @@ func checkScrapeConfig(t *testing.T, sc *promconfig.ScrapeConfig, sm *monitoring
 			src[i] = string(l)
 		}
 		switch {
-		case r.Action == relabel.Keep && len(src) > 0 && src[0] == svcLabel && r.Regex.MatchString(components.PrometheusLabelValue+";true"):
+		case r.Action == relabel.Keep && len(src) > 0 && src[0] == svcLabel && r.Regex.MatchString(vocab.PrometheusLabelValue+";true"):
 			keepSvc = true
 		case r.Action == relabel.Keep && slices.Equal(src, []string{portLabel}) && r.Regex.MatchString("metrics") && !r.Regex.MatchString("webhooks"):
 			keepPort = true
@@ -419,7 +420,7 @@ func checkScrapeConfig(t *testing.T, sc *promconfig.ScrapeConfig, sm *monitoring
 	}
 	if !keepSvc || !keepPort || !jobFromSvc {
 		t.Errorf("job %s: keep on %s=%s: %t, keep on %s=metrics: %t, job from the Service's name: %t; relabelling: %v",
-			sc.JobName, svcLabel, components.PrometheusLabelValue, keepSvc, portLabel, keepPort, jobFromSvc, sc.RelabelConfigs)
+			sc.JobName, svcLabel, vocab.PrometheusLabelValue, keepSvc, portLabel, keepPort, jobFromSvc, sc.RelabelConfigs)
 	}
 	if sm.Spec.JobLabel != "" {
 		t.Errorf("virtop's ServiceMonitor sets jobLabel %q: the job would not be %s", sm.Spec.JobLabel, virtopJob)
@@ -431,7 +432,7 @@ func checkScrapeConfig(t *testing.T, sc *promconfig.ScrapeConfig, sm *monitoring
 func metricsEndpoints(t *testing.T, c client.Client) []string {
 	t.Helper()
 	var out []string
-	framework.Eventually(t, "endpoints of Service "+virtopJob, time.Minute, func(ctx context.Context) (bool, error) {
+	poll.Eventually(t, "endpoints of Service "+virtopJob, time.Minute, func(ctx context.Context) (bool, error) {
 		slices := &discoveryv1.EndpointSliceList{}
 		if err := c.List(ctx, slices, client.InNamespace(devcluster.InstallNamespace),
 			client.MatchingLabels{discoveryv1.LabelServiceName: virtopJob}); err != nil {

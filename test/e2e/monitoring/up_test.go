@@ -22,9 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
-	"github.com/virtop-dev/virtop/internal/devcluster"
 	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -113,8 +114,8 @@ func TestUpPrometheusLate(t *testing.T) {
 	}
 	var sm *monitoringv1.ServiceMonitor
 	var rule *monitoringv1.PrometheusRule
-	framework.Eventually(t, "virtop's ServiceMonitor and PrometheusRule selected by the late Prometheus", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		byVirtop := client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}
+	poll.Eventually(t, "virtop's ServiceMonitor and PrometheusRule selected by the late Prometheus", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		byVirtop := client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}
 		sms := &monitoringv1.ServiceMonitorList{}
 		if err := c.List(ctx, sms, byVirtop); err != nil {
 			return false, err
@@ -216,7 +217,7 @@ func TestUpPrometheusLate(t *testing.T) {
 	if code := down.Wait(5 * time.Minute); code != 0 {
 		t.Fatalf("virtop down exited with code %d", code)
 	}
-	framework.Eventually(t, fmt.Sprintf("operator pid %d gone", operatorPID), time.Minute, func(context.Context) (bool, error) {
+	poll.Eventually(t, fmt.Sprintf("operator pid %d gone", operatorPID), time.Minute, func(context.Context) (bool, error) {
 		return !processAlive(operatorPID), nil
 	})
 	if procs, err := cl.Processes(); err != nil {

@@ -13,11 +13,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	virtopv1alpha1 "github.com/virtop-dev/virtop/api/v1alpha1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/monitoring/dashboard"
 	"github.com/virtop-dev/virtop/internal/operator"
-	"github.com/virtop-dev/virtop/internal/operator/operatortest"
-	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/testing/operatortest"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // TestGrafanaDashboard: with a Grafana dashboard sidecar convention beside
@@ -48,8 +49,8 @@ func TestGrafanaDashboard(t *testing.T) {
 	s.create(t, c)
 	t.Cleanup(func() { s.delete(t, c) })
 
-	key := client.ObjectKey{Namespace: promNS, Name: components.DashboardConfigMapName}
-	wait(t, "dashboard ConfigMap beside the Prometheus", 2*time.Minute, func() (bool, string) {
+	key := client.ObjectKey{Namespace: promNS, Name: vocab.DashboardConfigMapName}
+	poll.Eventually(t, "dashboard ConfigMap beside the Prometheus", 2*time.Minute, func() (bool, string) {
 		cm := &corev1.ConfigMap{}
 		if err := c.Get(ctx, key, cm); err != nil {
 			return false, err.Error()
@@ -63,7 +64,7 @@ func TestGrafanaDashboard(t *testing.T) {
 		}
 		return d.Uid != nil && *d.Uid == dashboard.UID, "uid not virtop's"
 	})
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: components.DashboardConfigMapName}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: vocab.DashboardConfigMapName}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a dashboard ConfigMap in the install namespace too: %v", err)
 	}
 
@@ -74,14 +75,14 @@ func TestGrafanaDashboard(t *testing.T) {
 	if err := c.Create(ctx, tu); err != nil {
 		t.Fatal(err)
 	}
-	wait(t, "dashboard ConfigMap removed by the tuning", 2*time.Minute, func() (bool, string) {
+	poll.Eventually(t, "dashboard ConfigMap removed by the tuning", 2*time.Minute, func() (bool, string) {
 		err := c.Get(ctx, key, &corev1.ConfigMap{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 	if err := c.Delete(ctx, tu); err != nil {
 		t.Fatal(err)
 	}
-	wait(t, "dashboard ConfigMap back", 2*time.Minute, func() (bool, string) {
+	poll.Eventually(t, "dashboard ConfigMap back", 2*time.Minute, func() (bool, string) {
 		err := c.Get(ctx, key, &corev1.ConfigMap{})
 		return err == nil, fmt.Sprint(err)
 	})
@@ -92,7 +93,7 @@ func TestGrafanaDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.delete(t, c)
-	wait(t, "dashboard ConfigMap removed", 2*time.Minute, func() (bool, string) {
+	poll.Eventually(t, "dashboard ConfigMap removed", 2*time.Minute, func() (bool, string) {
 		err := c.Get(ctx, key, &corev1.ConfigMap{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})

@@ -30,14 +30,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/controller"
-	"github.com/virtop-dev/virtop/internal/localcluster"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/operator"
-	"github.com/virtop-dev/virtop/internal/operator/operatortest"
 	"github.com/virtop-dev/virtop/internal/scheme"
-	"github.com/virtop-dev/virtop/internal/testenv"
+	"github.com/virtop-dev/virtop/internal/testing/operatortest"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
+	"github.com/virtop-dev/virtop/internal/tools/podless"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func TestMain(m *testing.M) {
@@ -49,25 +50,10 @@ func TestMain(m *testing.M) {
 
 // ---- helpers ----
 
-func wait(t testing.TB, what string, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		last = why
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
-}
-
 func newKubeVirt(t testing.TB, ns string) *kvv1.KubeVirt {
 	t.Helper()
 	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}
-	if err := localcluster.Prepare(kv); err != nil {
+	if err := podless.Prepare(kv); err != nil {
 		t.Fatal(err)
 	}
 	return kv
@@ -84,7 +70,7 @@ func condition(kv *kvv1.KubeVirt, typ kvv1.KubeVirtConditionType) kvv1.KubeVirtC
 
 func waitAvailable(t testing.TB, c client.Client, key types.NamespacedName) {
 	t.Helper()
-	wait(t, "Available=True", 3*time.Minute, func() (bool, string) {
+	poll.Eventually(t, "Available=True", 3*time.Minute, func() (bool, string) {
 		kv := &kvv1.KubeVirt{}
 		if err := c.Get(context.Background(), key, kv); err != nil {
 			return false, err.Error()
@@ -180,7 +166,7 @@ func removeCRDs(t testing.TB, env *testenv.Env) {
 			t.Fatal(err)
 		}
 	}
-	wait(t, "monitoring CRDs gone", 2*time.Minute, func() (bool, string) {
+	poll.Eventually(t, "monitoring CRDs gone", 2*time.Minute, func() (bool, string) {
 		for _, name := range monitoringCRDNames {
 			crd := &apiextensionsv1.CustomResourceDefinition{}
 			err := env.Client.Get(ctx, client.ObjectKey{Name: name}, crd)
@@ -252,7 +238,7 @@ var stampedLabels = []string{"release"}
 func readState(c client.Client, installNS string) (monitoringState, error) {
 	ctx := context.Background()
 	var st monitoringState
-	sel := client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}
+	sel := client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}
 	var sms monitoringv1.ServiceMonitorList
 	if err := c.List(ctx, &sms, sel); err != nil {
 		return st, err
@@ -282,7 +268,7 @@ func readState(c client.Client, installNS string) (monitoringState, error) {
 	}
 	st.RuleNamespace, st.RuleLabels = rules[0].Namespace, pick(rules[0].Labels)
 	rb := &rbacv1.RoleBinding{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: installNS, Name: components.MonitoringRBACName}, rb); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: installNS, Name: vocab.MonitoringRBACName}, rb); err != nil {
 		return st, err
 	}
 	st.Subjects = rb.Subjects
@@ -307,7 +293,7 @@ func pick(m map[string]string) map[string]string {
 // waitState waits until virtop's monitoring objects are as wanted.
 func waitState(t testing.TB, c client.Client, installNS string, want monitoringState) {
 	t.Helper()
-	wait(t, "monitoring objects placed", 2*time.Minute, func() (bool, string) {
+	poll.Eventually(t, "monitoring objects placed", 2*time.Minute, func() (bool, string) {
 		got, err := readState(c, installNS)
 		if err != nil {
 			return false, err.Error()
@@ -326,11 +312,11 @@ func selectedBy(t testing.TB, c client.Client, s stack, installNS string) {
 	t.Helper()
 	ctx := context.Background()
 	sm := &monitoringv1.ServiceMonitorList{}
-	if err := c.List(ctx, sm, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+	if err := c.List(ctx, sm, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
 		t.Fatal(err)
 	}
 	pr := &monitoringv1.PrometheusRuleList{}
-	if err := c.List(ctx, pr, client.MatchingLabels{components.ManagedByLabel: components.ManagedByValue}); err != nil {
+	if err := c.List(ctx, pr, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
 		t.Fatal(err)
 	}
 	matches := func(sel, nsSel *metav1.LabelSelector, obj client.Object) bool {
@@ -386,7 +372,7 @@ func monitoringObjectsGone(c client.Client, installNS string) (bool, string) {
 		}
 	}
 	for _, o := range []client.Object{&rbacv1.Role{}, &rbacv1.RoleBinding{}} {
-		err := c.Get(ctx, client.ObjectKey{Namespace: installNS, Name: components.MonitoringRBACName}, o)
+		err := c.Get(ctx, client.ObjectKey{Namespace: installNS, Name: vocab.MonitoringRBACName}, o)
 		if !apierrors.IsNotFound(err) {
 			return false, fmt.Sprintf("%T kubevirt-monitoring still present (%v)", o, err)
 		}
@@ -579,7 +565,7 @@ func TestStackLifecycle(t *testing.T) {
 		if err := c.Patch(ctx, p, client.MergeFrom(orig)); err != nil {
 			t.Fatal(err)
 		}
-		wait(t, "NotSelected", time.Minute, func() (bool, string) {
+		poll.Eventually(t, "NotSelected", time.Minute, func() (bool, string) {
 			kv := &kvv1.KubeVirt{}
 			if err := c.Get(ctx, key, kv); err != nil {
 				return false, err.Error()
@@ -598,7 +584,7 @@ func TestStackLifecycle(t *testing.T) {
 
 	t.Run("stack removed and restored", func(t *testing.T) {
 		removeCRDs(t, env)
-		wait(t, "monitoring objects removed", time.Minute, func() (bool, string) { return monitoringObjectsGone(c, ns) })
+		poll.Eventually(t, "monitoring objects removed", time.Minute, func() (bool, string) { return monitoringObjectsGone(c, ns) })
 		waitAvailable(t, c, key)
 		// With the API gone, nothing may keep listing or watching it.
 		time.Sleep(5 * time.Second)
@@ -627,7 +613,7 @@ func TestStackLifecycle(t *testing.T) {
 		want := monitoringState{SMNamespace: "monitoring", RuleNamespace: ns, SMLabels: map[string]string{}, RuleLabels: map[string]string{},
 			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "monitoring", Name: "prometheus-k8s"}},
 			Reason:   placement.ReasonApplied}
-		wait(t, "monitoring objects placed for kube-prometheus", 2*time.Minute, func() (bool, string) {
+		poll.Eventually(t, "monitoring objects placed for kube-prometheus", 2*time.Minute, func() (bool, string) {
 			got, err := readState(c, ns)
 			if err != nil {
 				return false, err.Error()
@@ -672,7 +658,7 @@ func BenchmarkPrometheusToServiceMonitor(b *testing.B) {
 		s.create(b, c)
 		for {
 			sm := &monitoringv1.ServiceMonitor{}
-			err := c.Get(ctx, client.ObjectKey{Namespace: promNS, Name: components.ServiceMonitorName}, sm)
+			err := c.Get(ctx, client.ObjectKey{Namespace: promNS, Name: vocab.ServiceMonitorName}, sm)
 			if err == nil && sm.Labels["release"] == s.name[:len(s.name)-len("-kube-prometheus-prometheus")] {
 				break
 			}
@@ -688,8 +674,8 @@ func BenchmarkPrometheusToServiceMonitor(b *testing.B) {
 		total += time.Since(start)
 		s.delete(b, c)
 		// Wait until the ServiceMonitor went back to the install namespace.
-		wait(b, "ServiceMonitor back home", time.Minute, func() (bool, string) {
-			err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: components.ServiceMonitorName}, &monitoringv1.ServiceMonitor{})
+		poll.Eventually(b, "ServiceMonitor back home", time.Minute, func() (bool, string) {
+			err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: vocab.ServiceMonitorName}, &monitoringv1.ServiceMonitor{})
 			return err == nil, fmt.Sprint(err)
 		})
 		b.StartTimer()

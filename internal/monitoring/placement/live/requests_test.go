@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/virtop-dev/virtop/internal/operator/operatortest"
+	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 )
 
 // monitoringRequests sums the operator's requests (any verb) to the

@@ -1,0 +1,4 @@
+package config
+
+// OperatorOwned exposes operatorOwned to the external tests.
+var OperatorOwned = operatorOwned

@@ -1,0 +1,223 @@
+// Package ownership says which kinds virtop owns: the kinds it applies,
+// prunes and removes on uninstall, the ones whose events wake the
+// reconciler, how the operator reads each of them, and the API gates its
+// capability snapshot looks at. The sets are derived from what the catalog's
+// strategies render and the plan adds, once per process, so a renderer that
+// starts to emit a new kind is pruned, watched and removed without anyone
+// editing a list. The kinds that hold user data (Protected) are the one
+// fixed list: virtop never renders them.
+package ownership
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/components"
+	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/monitoring/placement"
+	"github.com/virtop-dev/virtop/internal/plan"
+	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
+)
+
+// Kinds are the kind sets of one virtop binary.
+type Kinds struct {
+	// Managed are the kinds of every object virtop applies with its
+	// managed-by label: prune and uninstall list them. They are in removal
+	// order: admission objects first (a webhook without a backend must
+	// never block a deletion), CustomResourceDefinitions last, the others
+	// in the reverse of their apply order.
+	Managed []schema.GroupVersionKind
+	// Watched are the managed kinds every cluster serves (those of
+	// Kubernetes' own API groups), plus the strategy Job; their events wake
+	// the reconciler. The other managed kinds come from CRDs that may be
+	// missing and are corrected on the next pass.
+	Watched []schema.GroupVersionKind
+	// Uncached are the managed kinds the operator's client reads from the
+	// API server, never through the manager's cache: the monitoring kinds,
+	// whose drift comes through watches of their own that start and stop
+	// with their CRDs.
+	Uncached []schema.GroupVersionKind
+	// Vanishing are the other managed kinds whose CRDs may be deleted
+	// (KubeVirt's instancetypes, OpenShift's kinds), with the CRD's name:
+	// reads of them are guarded and their informers stopped when the CRD
+	// goes.
+	Vanishing []Vanishing
+	// GatedAPIs are the API gates the rendered objects carry, plus
+	// Prometheus resources (read for the monitoring placement): the APIs
+	// the capability snapshot checks.
+	GatedAPIs []stage.Gate
+}
+
+// Vanishing is a managed kind whose API comes from a CRD that may be
+// deleted.
+type Vanishing struct {
+	GVK schema.GroupVersionKind
+	// CRD is the CustomResourceDefinition's name, <plural>.<group>.
+	CRD string
+}
+
+// Fixed extras: what no strategy renders.
+var (
+	// StrategyJob is the kind of the dump-install-strategy Job
+	// (internal/strategyjob), watched but cleaned up by its runner.
+	StrategyJob = schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}
+	// ownWatchGroups are the API groups whose managed kinds the operator
+	// watches in caches of their own (capability.Watches).
+	ownWatchGroups = []string{"monitoring.coreos.com"}
+)
+
+// Protected hold user data: uninstall never deletes them, nor a CRD still
+// holding them, unless the user chose RemoveWorkloads.
+var Protected = []schema.GroupVersionResource{
+	{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachines"},
+	{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachineinstances"},
+	{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachineinstancereplicasets"},
+	{Group: "pool.kubevirt.io", Version: "v1alpha1", Resource: "virtualmachinepools"},
+	{Group: "snapshot.kubevirt.io", Version: "v1beta1", Resource: "virtualmachinesnapshots"},
+	{Group: "snapshot.kubevirt.io", Version: "v1beta1", Resource: "virtualmachinesnapshotcontents"},
+	{Group: "snapshot.kubevirt.io", Version: "v1beta1", Resource: "virtualmachinerestores"},
+	{Group: "export.kubevirt.io", Version: "v1beta1", Resource: "virtualmachineexports"},
+	{Group: "clone.kubevirt.io", Version: "v1beta1", Resource: "virtualmachineclones"},
+}
+
+var derived = sync.OnceValues(func() (*Kinds, error) { return Derive(catalog.Builtin()) })
+
+// Get returns the kind sets of the builtin catalog, derived on the first
+// call (a few milliseconds per catalog release) and shared afterwards.
+// Callers must not modify them.
+func Get() (*Kinds, error) { return derived() }
+
+// Derive renders every release of cat with every object the release can
+// need (all gates open, the feature gates that add objects on, several
+// nodes so the plan adds PodDisruptionBudgets) and collects the kinds.
+func Derive(cat catalog.Catalog) (*Kinds, error) {
+	managed := map[schema.GroupVersionKind]bool{}
+	admission := map[schema.GroupVersionKind]bool{}
+	crdOf := map[schema.GroupKind]string{}
+	gates := map[stage.Gate]bool{stage.PrometheusesAPI: true}
+	for _, v := range cat.Versions() {
+		objs, err := render(v)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			gvk := o.GetObjectKind().GroupVersionKind()
+			if crd, ok := o.(*apiextv1.CustomResourceDefinition); ok {
+				crdOf[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = crd.Name
+			}
+			for _, g := range stage.GatesOf(o) {
+				gv, resource, isAPI := g.IsAPI()
+				if !isAPI {
+					continue
+				}
+				gates[g] = true
+				if gv == gvk.GroupVersion().String() && gvk.Group != "" {
+					crdOf[gvk.GroupKind()] = resource + "." + gvk.Group
+				}
+			}
+			if o.GetLabels()[vocab.ManagedByLabel] != vocab.ManagedByValue {
+				continue
+			}
+			managed[gvk] = true
+			if st, _ := stage.Of(o); st == stage.Admission {
+				admission[gvk] = true
+			}
+		}
+	}
+	k := &Kinds{Watched: []schema.GroupVersionKind{StrategyJob}}
+	for gvk := range managed {
+		k.Managed = append(k.Managed, gvk)
+		switch {
+		case BuiltinGroup(gvk.Group):
+			k.Watched = append(k.Watched, gvk)
+		case slices.Contains(ownWatchGroups, gvk.Group):
+			k.Uncached = append(k.Uncached, gvk)
+		default:
+			crd, ok := crdOf[gvk.GroupKind()]
+			if !ok {
+				return nil, fmt.Errorf("ownership: %s comes from a CRD that neither the strategy renders nor an API gate names", gvk)
+			}
+			k.Vanishing = append(k.Vanishing, Vanishing{GVK: gvk, CRD: crd})
+		}
+	}
+	removal := func(gvk schema.GroupVersionKind) int {
+		switch {
+		case admission[gvk]:
+			return 0
+		case gvk.Kind == "CustomResourceDefinition":
+			return 2
+		}
+		return 1
+	}
+	slices.SortFunc(k.Managed, func(a, b schema.GroupVersionKind) int {
+		ra, _ := strategy.KindRank(a.Kind)
+		rb, _ := strategy.KindRank(b.Kind)
+		return cmp.Or(cmp.Compare(removal(a), removal(b)), cmp.Compare(rb, ra), compareGVK(a, b))
+	})
+	slices.SortFunc(k.Watched, compareGVK)
+	slices.SortFunc(k.Uncached, compareGVK)
+	slices.SortFunc(k.Vanishing, func(a, b Vanishing) int { return compareGVK(a.GVK, b.GVK) })
+	for g := range gates {
+		k.GatedAPIs = append(k.GatedAPIs, g)
+	}
+	slices.Sort(k.GatedAPIs)
+	return k, nil
+}
+
+// render is what virtop applies for version at most: the strategy with the
+// feature gates that add objects on, planned with every gate open on a
+// cluster of three nodes.
+func render(version string) ([]client.Object, error) {
+	const ns = "kubevirt"
+	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kubevirt"}}
+	kv.Spec.ImageTag = version
+	kv.Spec.Configuration.DeveloperConfiguration = &kvv1.DeveloperConfiguration{
+		FeatureGates: []string{components.VMExportFeatureGate},
+	}
+	cfg, err := config.FromKubeVirt(kv, config.Settings{Namespace: ns})
+	if err != nil {
+		return nil, fmt.Errorf("ownership: config for %s: %w", version, err)
+	}
+	// Kinds only: without the CRD schemas, most of a release's data, so
+	// deriving the sets at start parses no schema of any release.
+	s, err := strategy.GenerateWith(cfg, strategy.Options{WithoutSchemas: true})
+	if err != nil {
+		return nil, fmt.Errorf("ownership: render %s: %w", version, err)
+	}
+	caps := plan.Capabilities{
+		APIs:           map[string]bool{},
+		Nodes:          3,
+		VirtAPIServing: true,
+		Monitoring:     &placement.Input{InstallNamespace: ns, ServiceMonitorAPI: true, PrometheusRuleAPI: true},
+	}
+	for _, o := range s.Objects {
+		for _, g := range stage.GatesOf(o) {
+			if gv, res, ok := g.IsAPI(); ok {
+				caps.APIs[gv+"/"+res] = true
+			}
+		}
+	}
+	return plan.Build(s, cfg, caps).Objects, nil
+}
+
+// BuiltinGroup reports whether an API group is one of Kubernetes' own,
+// served by every cluster.
+func BuiltinGroup(group string) bool {
+	return group == "" || !strings.Contains(group, ".") || strings.HasSuffix(group, ".k8s.io")
+}
+
+func compareGVK(a, b schema.GroupVersionKind) int {
+	return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Version, b.Version), cmp.Compare(a.Kind, b.Kind))
+}

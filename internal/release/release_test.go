@@ -1,0 +1,163 @@
+package release
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestEveryReleaseResolves parses every release's data: objects (a root's
+// or a base's with the delta), schemas, variants, and checks that the facts
+// refer to objects the release has.
+func TestEveryReleaseResolves(t *testing.T) {
+	vs := Versions()
+	if len(vs) < 6 {
+		t.Fatalf("releases %v, want at least v1.5.0 … v1.9.0", vs)
+	}
+	tokenRE := regexp.MustCompile(`\[\[[^\]]*\]\]`)
+	for _, v := range vs {
+		t.Run(v, func(t *testing.T) {
+			r, _ := Lookup(v)
+			ts, err := r.Templates()
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys := map[Key]bool{}
+			secrets := map[string]bool{}
+			crds := 0
+			for _, tm := range ts {
+				keys[tm.Key] = true
+				if tm.Key.Kind == "Secret" {
+					secrets[tm.Key.Name] = true
+				}
+				if tm.Key.Kind == "CustomResourceDefinition" {
+					crds++
+				}
+				for _, tok := range tokenRE.FindAllString(string(tm.JSON), -1) {
+					switch {
+					case tok == TokenNamespace, tok == TokenImagePullPolicy, tok == TokenProductVersion:
+					case strings.HasPrefix(tok, tokenImagePrefix):
+					default:
+						t.Errorf("%s: unknown token %s", tm.Key, tok)
+					}
+				}
+			}
+			schemas, err := r.Schemas()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tm := range ts {
+				if tm.Key.Kind == "CustomResourceDefinition" && schemas[tm.Key.Name] == nil {
+					t.Errorf("no schema for %s", tm.Key.Name)
+				}
+			}
+			if len(schemas) != crds {
+				t.Errorf("%d schemas for %d CRDs", len(schemas), crds)
+			}
+			for _, c := range r.Certificates {
+				if !secrets[c.Secret] {
+					t.Errorf("certificate %s: the release has no such Secret", c.Secret)
+				}
+				if c.Kind != CertCA && r.certificateOK(c.Issuer) != CertCA {
+					t.Errorf("certificate %s: issuer %q is not a CA of the release", c.Secret, c.Issuer)
+				}
+			}
+			for s := range secrets {
+				if _, ok := r.Certificate(s); !ok {
+					t.Errorf("Secret %s has no certificate spec", s)
+				}
+			}
+			for _, g := range r.GatedObjects {
+				if _, ok := r.FeatureGates[g.FeatureGate]; !ok {
+					t.Errorf("gated object %+v: no feature gate %s in this release", g, g.FeatureGate)
+				}
+				if g.Kind != "" && !hasName(ts, g.Kind, g.Name) {
+					t.Errorf("gated object %s/%s is not in the release", g.Kind, g.Name)
+				}
+			}
+			for _, vr := range r.Variants {
+				cs, err := r.VariantPatches(vr)
+				if err != nil {
+					t.Fatalf("variant %s: %v", vr.File, err)
+				}
+				for _, c := range cs {
+					if !keys[c.Key] {
+						t.Errorf("variant %s: %s is not in the release", vr.File, c.Key)
+					}
+				}
+			}
+			if len(r.FeatureGates) == 0 || r.KubeVirtAPI == "" || r.CommonInstancetypes == "" || r.RuleSet == "" {
+				t.Errorf("incomplete facts: %+v", r)
+			}
+		})
+	}
+}
+
+func (r *Release) certificateOK(secret string) CertKind {
+	c, _ := r.Certificate(secret)
+	return c.Kind
+}
+
+func hasName(ts []*Template, kind, name string) bool {
+	for _, t := range ts {
+		if t.Key.Kind == kind && t.Key.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// TestApplyDeltaRefusesWhatItCannotApply: a delta naming an object the base
+// lacks, or adding one it has, is an error, not a silent no-op.
+func TestApplyDeltaRefusesWhatItCannotApply(t *testing.T) {
+	base, err := ParseTemplates([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: x}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := Key{Kind: "ConfigMap", Namespace: "x", Name: "b"}
+	for name, d := range map[string]*Delta{
+		"remove missing": {Removed: []Key{other}},
+		"change missing": {Changed: []Change{{Key: other, Merge: json.RawMessage(`{}`)}}},
+		"add existing":   {Added: base},
+		"rename":         {Changed: []Change{{Key: base[0].Key, Merge: json.RawMessage(`{"metadata":{"name":"c"}}`)}}},
+	} {
+		if _, err := ApplyDelta(base, d); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	got, err := ApplyDelta(base, &Delta{Changed: []Change{{Key: base[0].Key, Merge: json.RawMessage(`{"data":{"k":"v"}}`)}}})
+	if err != nil || !strings.Contains(string(got[0].JSON), `"k":"v"`) {
+		t.Fatalf("merge patch: %v %s", err, got[0].JSON)
+	}
+}
+
+func TestGateEnabled(t *testing.T) {
+	r := &Release{FeatureGates: map[string]Maturity{"a": Alpha, "b": Beta, "g": GA, "d": Discontinued}}
+	for _, c := range []struct {
+		gate              string
+		enabled, disabled []string
+		betaOn, want      bool
+	}{
+		{"g", nil, []string{"g"}, false, true},
+		{"d", []string{"d"}, nil, false, false},
+		{"a", nil, nil, true, false},
+		{"a", []string{"a"}, nil, false, true},
+		{"b", nil, nil, false, false},
+		{"b", nil, nil, true, true},
+		{"b", nil, []string{"b"}, true, false},
+		{"b", []string{"b"}, []string{"b"}, true, true},
+		{"unknown", []string{"unknown"}, nil, false, true},
+	} {
+		r.BetaGatesOnByDefault = c.betaOn
+		if got := r.GateEnabled(c.gate, c.enabled, c.disabled); got != c.want {
+			t.Errorf("%+v: %v", c, got)
+		}
+	}
+}
+
+func TestLess(t *testing.T) {
+	if !Less("v1.9.0", "v1.10.0") || Less("v1.5.3", "v1.5.0") || !Less("v1.5.0", "v1.5.3") {
+		t.Fatal("versions must compare numerically")
+	}
+}

@@ -1,0 +1,89 @@
+package vocab
+
+// Component names, which are also Deployment/DaemonSet names and the values
+// of the kubevirt.io label on their pods.
+const (
+	VirtAPI         = "virt-api"
+	VirtController  = "virt-controller"
+	VirtHandler     = "virt-handler"
+	VirtExportProxy = "virt-exportproxy"
+	VirtOperator    = "virt-operator"
+)
+
+// ServiceAccount names, as upstream names them.
+const (
+	APIServiceAccount         = "kubevirt-apiserver"
+	ControllerServiceAccount  = "kubevirt-controller"
+	HandlerServiceAccount     = "kubevirt-handler"
+	ExportProxyServiceAccount = "kubevirt-exportproxy"
+	OperatorServiceAccount    = "kubevirt-operator"
+)
+
+// The operator's own objects, installed with it (release manifests, Helm
+// chart), never by the strategy.
+const (
+	// OperatorRBACName names the operator's ClusterRole, ClusterRoleBinding,
+	// Role and RoleBinding, as upstream names them.
+	OperatorRBACName = OperatorServiceAccount
+	// OperatorLeaseName is the Lease of the operator's leader election.
+	OperatorLeaseName = VirtOperator
+)
+
+// PriorityClassName is the PriorityClass of every control-plane pod;
+// shipped with the operator.
+const PriorityClassName = "kubevirt-cluster-critical"
+
+// Certificate Secrets and CA ConfigMaps, as upstream names them. The CA
+// ConfigMaps share their Secret's name.
+const (
+	CASecretName                    = "kubevirt-ca"
+	ExportCASecretName              = "kubevirt-export-ca"
+	VirtAPICertSecretName           = "kubevirt-virt-api-certs"
+	VirtControllerCertSecretName    = "kubevirt-controller-certs"
+	VirtExportProxyCertSecretName   = "kubevirt-exportproxy-certs"
+	VirtHandlerServerCertSecretName = "kubevirt-virt-handler-server-certs"
+	VirtHandlerCertSecretName       = "kubevirt-virt-handler-certs"
+	VirtOperatorCertSecretName      = "kubevirt-operator-certs"
+	// CABundleKey is the data key of the CA ConfigMaps that holds the PEM
+	// bundle.
+	CABundleKey = "ca-bundle"
+)
+
+// Admission webhook configurations, as upstream names them.
+const (
+	OperatorValidatingWebhookName = "virt-operator-validator"
+	VirtAPIValidatingWebhookName  = "virt-api-validator"
+	VirtAPIMutatingWebhookName    = "virt-api-mutator"
+)
+
+// Paths the operator's webhook serves (virtop's own operator serves them
+// on its "webhooks" port behind Service OperatorWebhookServiceName).
+const (
+	KubeVirtDeleteValidatePath = "/kubevirt-validate-delete"
+	KubeVirtUpdateValidatePath = "/kubevirt-validate-update"
+	KubeVirtCreateValidatePath = "/kubevirt-validate-create"
+)
+
+// Service names, as upstream names them. virt-api and virt-exportproxy
+// Services carry their component's name.
+const (
+	// PrometheusServiceName is the headless Service the ServiceMonitor
+	// selects; it fronts every pod labelled prometheus.kubevirt.io: "true".
+	PrometheusServiceName = "kubevirt-prometheus-metrics"
+	// OperatorWebhookServiceName serves the operator's validating webhook
+	// for KubeVirt resources (port "webhooks" of virt-operator).
+	OperatorWebhookServiceName = "kubevirt-operator-webhook"
+)
+
+// Monitoring objects, as upstream names them. The ServiceMonitor reuses the
+// PrometheusRule's name, as upstream does.
+const (
+	PrometheusRuleName = "prometheus-kubevirt-rules"
+	ServiceMonitorName = PrometheusRuleName
+	// MonitoringRBACName names the Role and RoleBinding that let
+	// Prometheus discover and scrape the install namespace's targets.
+	MonitoringRBACName = "kubevirt-monitoring"
+	// DashboardConfigMapName names the ConfigMap that ships virtop's
+	// Grafana dashboard of the KubeVirt control plane (not upstream's).
+	DashboardConfigMapName = "virtop-kubevirt-control-plane-dashboard"
+)

@@ -1,0 +1,116 @@
+// Package vocab is virtop's vocabulary: every label, annotation, field
+// manager, finalizer and data key virtop writes or reads on the objects it
+// manages, and the names of the well-known objects other packages refer to
+// (components, ServiceAccounts, certificate Secrets, webhooks, monitoring
+// objects). Most of them are upstream KubeVirt's, kept so that upstream
+// tooling, runbooks and dashboards keep working; virtop's own live under
+// virtop.dev/.
+//
+// It is a leaf: it imports nothing, so any package may use it.
+package vocab
+
+// Ownership: what marks an object as virtop's.
+const (
+	// ManagedByLabel is set, to ManagedByValue, on every object virtop
+	// creates; the operator's caches are scoped by it.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "virtop"
+	// InstallNamespaceLabel names, on every namespaced object virtop
+	// applies, the install namespace of the KubeVirt resource it belongs
+	// to, so prune and uninstall never touch another installation's
+	// objects (tests run several in one cluster; in production there is
+	// one).
+	InstallNamespaceLabel = "virtop.dev/install-namespace"
+	// AppliedHashAnnotation records, on every applied object, the hash of
+	// what virtop applied. After a restart it tells "the live object holds
+	// what virtop last applied" (skip) from "virtop now wants less" (apply,
+	// so server-side apply removes the fields virtop no longer sets), which
+	// comparing fields alone cannot.
+	AppliedHashAnnotation = "virtop.dev/applied-hash"
+	// KubeVirtFinalizer is the KubeVirt resource's finalizer, as upstream
+	// names it.
+	KubeVirtFinalizer = "foregroundDeleteKubeVirt"
+)
+
+// Field managers.
+const (
+	// FieldManager owns the fields of every object virtop applies: the
+	// operator's applier and the dump-install-strategy Job's ConfigMap.
+	FieldManager = "virtop"
+	// StatusFieldManager owns the status of the KubeVirt and
+	// KubeVirtMonitoring resources and the KubeVirt finalizer.
+	StatusFieldManager = "virtop-status"
+	// UpFieldManager owns what `virtop up` creates on its local cluster
+	// (fake nodes, the install namespace, the PriorityClass, the release
+	// manifest's objects); the operator it starts applies as FieldManager.
+	UpFieldManager = "virtop-up"
+)
+
+// The install strategy ConfigMap, as upstream lays it out.
+const (
+	// InstallStrategyLabel marks a strategy ConfigMap (value "").
+	InstallStrategyLabel                = "kubevirt.io/install-strategy"
+	InstallStrategyVersionAnnotation    = "kubevirt.io/install-strategy-version"
+	InstallStrategyRegistryAnnotation   = "kubevirt.io/install-strategy-registry"
+	InstallStrategyIdentifierAnnotation = "kubevirt.io/install-strategy-identifier"
+	// InstallStrategyEncodingAnnotation says how the manifests are encoded;
+	// virtop writes InstallStrategyEncodingGzipBase64.
+	InstallStrategyEncodingAnnotation = "kubevirt.io/install-strategy-cm-encoding"
+	InstallStrategyEncodingGzipBase64 = "gzip+base64"
+	// InstallStrategyConfigMapPrefix starts a strategy ConfigMap's name;
+	// the first ten hex digits of the deployment ID follow.
+	InstallStrategyConfigMapPrefix = "kubevirt-install-strategy-"
+	// ManifestsKey is the data key holding the encoded manifests.
+	ManifestsKey = "manifests"
+)
+
+// Annotations every object of a strategy carries.
+const (
+	// StageAnnotation holds the object's apply stage.
+	StageAnnotation = "virtop.dev/stage"
+	// GateAnnotation holds, comma-separated, what an optional object needs
+	// from the live cluster.
+	GateAnnotation = "virtop.dev/gate"
+)
+
+// Labels of the rendered objects, as upstream sets them.
+const (
+	// AppLabel selects component pods: kubevirt.io: virt-api.
+	AppLabel = "kubevirt.io"
+	// PrometheusLabel marks pods and Services the ServiceMonitor scrapes.
+	PrometheusLabel      = "prometheus.kubevirt.io"
+	PrometheusLabelValue = "true"
+	// Product labels (productName, productVersion, productComponent) and
+	// the pod templates' name label.
+	AppNameLabel      = "app.kubernetes.io/name"
+	AppComponentLabel = "app.kubernetes.io/component"
+	AppPartOfLabel    = "app.kubernetes.io/part-of"
+	AppVersionLabel   = "app.kubernetes.io/version"
+	// K8sAppLabel is set on the ServiceMonitor and PrometheusRule.
+	K8sAppLabel = "k8s-app"
+	// NetworkPolicyLabel lets a pod reach cluster services (the API
+	// server) under KubeVirt's network policies; the strategy Job's pod
+	// carries it.
+	NetworkPolicyLabel = "np.kubevirt.io/allow-access-cluster-services"
+	// ClusterMonitoringLabel is the namespace label OpenShift's platform
+	// Prometheus selects namespaces by; it also makes OpenShift's cluster
+	// monitoring pick the ServiceMonitor up.
+	ClusterMonitoringLabel = "openshift.io/cluster-monitoring"
+)
+
+// Annotations of the rendered objects, as upstream sets them.
+const (
+	// RequiredSCCAnnotation names the OpenShift SCC a pod needs.
+	RequiredSCCAnnotation = "openshift.io/required-scc"
+	// CertificateSecretAnnotation names the Secret whose CA the
+	// certificate code injects into a webhook configuration or APIService.
+	CertificateSecretAnnotation = "certificates.kubevirt.io/secret"
+	// CertificateDurationAnnotation records on a certificate Secret the
+	// lifetime its certificate was issued with.
+	CertificateDurationAnnotation = "kubevirt.io/duration"
+)
+
+// CompactSchemaAnnotation holds, in a CustomResourceDefinition of the
+// operator's cache, one version's schema as gzipped JSON, base64-encoded.
+// It exists in memory only and is never written to the cluster.
+const CompactSchemaAnnotation = "virtop.dev/schema-json-gz"
