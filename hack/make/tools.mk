@@ -31,3 +31,7 @@ controller-gen: ## Build controller-gen into the cache if missing
 .PHONY: monitoring-crds
 monitoring-crds: controller-gen ## Regenerate test/crds/monitoring from the prometheus-operator API module
 	CONTROLLER_GEN=$(CONTROLLER_GEN) hack/tools/monitoring-crds.sh
+
+.PHONY: gitops-crds
+gitops-crds: controller-gen ## Regenerate test/crds/gitops (Flux's CRDs) from Flux's API modules
+	CONTROLLER_GEN=$(CONTROLLER_GEN) hack/tools/gitops-crds.sh

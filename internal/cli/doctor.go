@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,6 +30,12 @@ type doctorOptions struct {
 	prometheusURL string
 	output        string
 	timeout       time.Duration
+	// prometheus is --prometheus (auto or none); the token, its file and
+	// the CA go with --prometheus-url.
+	prometheus          string
+	prometheusToken     string
+	prometheusTokenFile string
+	prometheusCA        string
 }
 
 func newDoctorCommand() *cobra.Command {
@@ -39,36 +47,49 @@ func newDoctorCommand() *cobra.Command {
 first question of every KubeVirt control-plane alert: are virt-api or
 virt-controller really down, or did a link of the metrics path break?
 
-It says first where it looks (context, API server, install namespace), then
-its verdict:
+Always name the cluster with --context. Without it doctor uses the
+kubeconfig's current context, which may have changed since you last looked
+(a default context that changed silently makes every command answer about
+another cluster). The first lines of the report say which kubeconfig file,
+context, API server and user doctor used, and whether the context was only
+the default.
+
+Then its verdict:
 
   Healthy             virt-api and virt-controller are ready, every checked link holds
   ControlPlaneDown    virt-api or virt-controller has no ready pod (running VMs keep running)
   MonitoringArtefact  the components are ready and a link of the metrics path is broken
                       (the link is named)
   Degraded            partial problems (virt-handler, virt-operator, nodes, the
-                      KubeVirt resource, the APIService, the strategy Job, RBAC...)
+                      KubeVirt resource, its GitOps owner, an upgrade, the
+                      APIService, the strategy Job, RBAC...)
   Unknown             doctor cannot tell, and says why
 
-then the failing checks, each with the next command to run, then the rest.
-It checks the control-plane pods, their restarts and nodes, the KubeVirt
-resource, recent warning events, VMs and VMIs; the metrics path link by link
-(Service kubevirt-prometheus-metrics, its EndpointSlices, the ServiceMonitor
-and PrometheusRule and the Prometheus selectors that must match them, the
-Prometheus ServiceAccount's RBAC including endpointslices, NetworkPolicies,
-strategy ConfigMaps without monitoring objects); strategy Job pods that
-cannot be scheduled; the APIService v1.subresources.kubevirt.io; and short
-resource names that resolve to several kinds.
+with the likely causes it found (a Flux Kustomization or HelmRelease, or an
+Argo CD Application, that applies the KubeVirt resource or the operator and
+failed; memory, disk or PID pressure on the nodes of components that flap;
+an upgrade stuck at one component, with the way back), and how many VMs
+keep running, on which nodes. Then the failing checks, each with the next
+command to run, then the rest. docs/doctor.md lists every check, what it
+reads and what it concludes.
 
-virt-operator counts as running when its leader-election Lease
-(virt-operator) is renewed, also when no pod of the namespace runs it (an
-operator beside the cluster). An APIService virtop withholds until virt-api
-answers through the API server is told apart from one registered but
-unavailable, which makes every namespace deletion hang: withheld, it only
-degrades the installation (virtctl's subresources fail), and on simulated
-(kwok) nodes, where no pod serves, it is withheld by design. With --prometheus-url it also
-asks Prometheus for the KubeVirt targets' up series, the component metrics,
-the loaded rules and the firing alerts.
+virt-operator counts as running when a pod of it in the namespace is ready,
+or when its leader-election Lease (virt-operator) is renewed: an operator
+run beside the cluster (virtop up) or in another namespace. An APIService
+virtop withholds until virt-api answers through the API server is told
+apart from one registered but unavailable, which makes every namespace
+deletion hang.
+
+Prometheus: --prometheus auto finds the Prometheus resource that selects
+KubeVirt's ServiceMonitor and asks it through the API server's service
+proxy (/api/v1/namespaces/<ns>/services/<scheme>:<name>:<port>/proxy/) with
+the kubeconfig's credentials: no port-forward. --prometheus-url asks the
+URL given, with --prometheus-token (or --prometheus-token-file) as a bearer
+token and --prometheus-ca to verify its certificate (a Thanos querier, an
+OAuth proxy); a URL of the API server's service proxy uses the kubeconfig's
+credentials. doctor asks for the KubeVirt targets' up series, the component
+metrics, the loaded rules and the firing alerts, with GET requests only, and
+the header names the Prometheus that answered.
 
 Checks whose reads are forbidden are skipped and named. Works on clusters
 installed by virtop and by upstream's virt-operator alike.
@@ -77,24 +98,35 @@ Exit status: 0 Healthy, 1 any other verdict, 2 doctor could not run.`,
 		Example: `  # the cluster of a kubeconfig context, default install namespace kubevirt
   virtop doctor --context prod-east
 
-  # also ask the Prometheus that raised the alert
-  virtop doctor --context prod-east --prometheus-url http://localhost:9090
+  # also ask the Prometheus that selects KubeVirt's ServiceMonitor, through the API server
+  virtop doctor --context prod-east --prometheus auto
+
+  # OpenShift's Thanos querier, with a token and the router's CA
+  virtop doctor --context prod-east --prometheus-url https://thanos-querier-openshift-monitoring.apps.example.com \
+      --prometheus-token "$(oc whoami -t)" --prometheus-ca router-ca.pem
 
   # for a script
-  virtop doctor --context prod-east -o json | jq -r '.verdict'`,
+  virtop doctor --context prod-east -o json | jq -r '.verdict, .reason'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.output != "text" && o.output != "json" {
 				return fmt.Errorf("-o must be text or json, not %q", o.output)
+			}
+			if _, err := doctorPrometheus(o); err != nil {
+				return err
 			}
 			return runDoctor(cmd.Context(), o, cmd.OutOrStdout())
 		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
-	fs.StringVar(&o.context, "context", "", "kubeconfig context (default: the current context)")
+	fs.StringVar(&o.context, "context", "", "kubeconfig context: name it, so doctor cannot look at another cluster (default: the current context)")
 	fs.StringVar(&o.namespace, "namespace", config.DefaultNamespace, "install namespace of KubeVirt")
-	fs.StringVar(&o.prometheusURL, "prometheus-url", "", "base URL of the Prometheus HTTP API to query (for example http://localhost:9090)")
+	fs.StringVar(&o.prometheusURL, "prometheus-url", "", "base URL of the Prometheus HTTP API to query (a Prometheus, a Thanos querier, an OAuth proxy, or the API server's service proxy)")
+	fs.StringVar(&o.prometheus, "prometheus", "none", "auto: ask the Prometheus that selects KubeVirt's ServiceMonitor, through the API server's service proxy; none: ask none (unless --prometheus-url)")
+	fs.StringVar(&o.prometheusToken, "prometheus-token", "", "bearer token for --prometheus-url")
+	fs.StringVar(&o.prometheusTokenFile, "prometheus-token-file", "", "file holding the bearer token for --prometheus-url")
+	fs.StringVar(&o.prometheusCA, "prometheus-ca", "", "PEM file of the CAs that verify --prometheus-url's certificate")
 	fs.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "bound on the whole run")
 	return cmd
@@ -112,14 +144,29 @@ func doctorConfig(o doctorOptions) (*rest.Config, doctor.Where, error) {
 	if err != nil {
 		return nil, doctor.Where{}, fmt.Errorf("load kubeconfig: %w", err)
 	}
-	where := doctor.Where{Kubeconfig: o.kubeconfig, Namespace: o.namespace, Server: cfg.Host, PrometheusURL: o.prometheusURL}
-	if raw, err := loader.RawConfig(); err == nil {
-		where.Context = raw.CurrentContext
-		if o.context != "" {
-			where.Context = o.context
-		}
-	}
+	where := doctor.Locate(loader, doctor.Explicit{Kubeconfig: o.kubeconfig, Context: o.context}, cfg)
+	where.Namespace, where.PrometheusURL = o.namespace, o.prometheusURL
 	return cfg, where, nil
+}
+
+// doctorPrometheus turns the Prometheus flags into the doctor's options.
+func doctorPrometheus(o doctorOptions) (doctor.PrometheusOptions, error) {
+	auto, err := doctor.ParsePrometheusMode(o.prometheus)
+	if err != nil {
+		return doctor.PrometheusOptions{}, err
+	}
+	p := doctor.PrometheusOptions{URL: o.prometheusURL, Token: o.prometheusToken, CAFile: o.prometheusCA, Auto: auto}
+	if o.prometheusTokenFile != "" {
+		if o.prometheusToken != "" {
+			return p, errors.New("--prometheus-token and --prometheus-token-file exclude each other")
+		}
+		raw, err := os.ReadFile(o.prometheusTokenFile)
+		if err != nil {
+			return p, fmt.Errorf("--prometheus-token-file: %w", err)
+		}
+		p.Token = strings.TrimSpace(string(raw))
+	}
+	return p, p.Validate()
 }
 
 func runDoctor(ctx context.Context, o doctorOptions, out io.Writer) error {
@@ -130,7 +177,11 @@ func runDoctor(ctx context.Context, o doctorOptions, out io.Writer) error {
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
 	}
-	report, err := doctorReport(ctx, cfg, where, o.timeout)
+	prom, err := doctorPrometheus(o)
+	if err != nil {
+		return &ExitError{Code: 2, Err: err}
+	}
+	report, err := doctorReport(ctx, cfg, where, prom, o.timeout)
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
 	}
@@ -149,7 +200,7 @@ func runDoctor(ctx context.Context, o doctorOptions, out io.Writer) error {
 }
 
 // doctorReport gathers the facts with a read-only client and evaluates them.
-func doctorReport(ctx context.Context, cfg *rest.Config, where doctor.Where, timeout time.Duration) (*doctor.Report, error) {
+func doctorReport(ctx context.Context, cfg *rest.Config, where doctor.Where, prom doctor.PrometheusOptions, timeout time.Duration) (*doctor.Report, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "virtop-doctor"
 	cfg.QPS, cfg.Burst = 20, 40
@@ -169,7 +220,7 @@ func doctorReport(ctx context.Context, cfg *rest.Config, where doctor.Where, tim
 	if err != nil {
 		return nil, err
 	}
-	g := &doctor.Gatherer{Client: client.Reader(c), Discovery: dc, Where: where}
+	g := &doctor.Gatherer{Client: client.Reader(c), Discovery: dc, Where: where, Config: cfg, Prometheus: prom}
 	facts, err := g.Gather(ctx)
 	if err != nil {
 		if errors.Is(err, doctor.ErrUnreachable) {

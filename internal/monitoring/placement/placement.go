@@ -766,3 +766,41 @@ func merge(dst, src map[string]string) map[string]string {
 	}
 	return dst
 }
+
+// Kinds of monitoring object a Prometheus selects.
+const (
+	KindServiceMonitor = "ServiceMonitor"
+	KindPrometheusRule = "PrometheusRule"
+)
+
+// Selected says whether Prometheus p selects an object that exists: of
+// kind (KindServiceMonitor or KindPrometheusRule), carrying objLabels, in
+// namespace ns whose labels are nsLabels. installNamespace is where the
+// targets are (a Prometheus that ignores namespace selectors finds them only
+// from a ServiceMonitor in that namespace). When not, why says what would
+// make it selected. It applies the same semantics as Resolve, for objects
+// whose labels are given rather than chosen.
+func Selected(p PrometheusInfo, kind, installNamespace, ns string, nsLabels, objLabels map[string]string) (ok bool, why string) {
+	r := resolver{in: Input{InstallNamespace: installNamespace, Namespaces: map[string]map[string]string{ns: nsLabels}}}
+	sel, selField, nsSel, nsField := p.ServiceMonitorSelector, "serviceMonitorSelector", p.ServiceMonitorNamespaceSelector, "serviceMonitorNamespaceSelector"
+	if kind == KindPrometheusRule {
+		sel, selField, nsSel, nsField = p.RuleSelector, "ruleSelector", p.RuleNamespaceSelector, "ruleNamespaceSelector"
+	}
+	missing, _, problem := r.selects(p, kind, sel, selField, nsSel, nsField, ns, objLabels)
+	switch {
+	case problem != "":
+		return false, problem
+	case len(missing) > 0:
+		return false, fmt.Sprintf("Prometheus %s's %s requires %s, which the %s lacks (labels %s)", p.key(), selField, FormatLabels(missing), kind, formatOrNone(objLabels))
+	case kind == KindServiceMonitor && p.IgnoreNamespaceSelectors && ns != installNamespace:
+		return false, fmt.Sprintf("Prometheus %s ignores namespace selectors (ignoreNamespaceSelectors), so a ServiceMonitor in %s finds no targets in %s", p.key(), ns, installNamespace)
+	}
+	return true, ""
+}
+
+func formatOrNone(m map[string]string) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	return FormatLabels(m)
+}

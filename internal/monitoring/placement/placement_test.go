@@ -482,3 +482,43 @@ func TestDashboardNamespace(t *testing.T) {
 		t.Errorf("candidates %v", got)
 	}
 }
+
+func TestSelected(t *testing.T) {
+	stack := kubePrometheusStack("monitoring", "kps", t0)
+	own := kubePrometheus()
+	own.ServiceMonitorNamespaceSelector = nil
+	ignoring := kubePrometheus()
+	ignoring.IgnoreNamespaceSelectors = true
+	never := kubePrometheus()
+	never.ServiceMonitorSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "release", Operator: metav1.LabelSelectorOpExists}, {Key: "release", Operator: metav1.LabelSelectorOpDoesNotExist},
+	}}
+	labelled := map[string]string{"prometheus.kubevirt.io": "true", "release": "kps"}
+	tests := []struct {
+		name     string
+		p        PrometheusInfo
+		kind, ns string
+		nsLabels map[string]string
+		labels   map[string]string
+		want     bool
+		why      string
+	}{
+		{"open selectors", kubePrometheus(), KindServiceMonitor, "kubevirt", nil, objs.ServiceMonitorLabels, true, ""},
+		{"release label present", stack, KindServiceMonitor, "kubevirt", nil, labelled, true, ""},
+		{"release label missing", stack, KindServiceMonitor, "kubevirt", nil, objs.ServiceMonitorLabels, false, "requires release=kps, which the ServiceMonitor lacks"},
+		{"rule label missing", stack, KindPrometheusRule, "kubevirt", nil, objs.RuleLabels, false, "ruleSelector requires release=kps"},
+		{"own namespace only", own, KindServiceMonitor, "kubevirt", nil, objs.ServiceMonitorLabels, false, "only in its own namespace"},
+		{"own namespace, in it", own, KindServiceMonitor, "monitoring", nil, objs.ServiceMonitorLabels, true, ""},
+		{"ignores namespace selectors", ignoring, KindServiceMonitor, "monitoring", nil, objs.ServiceMonitorLabels, false, "ignoreNamespaceSelectors"},
+		{"never matches", never, KindServiceMonitor, "kubevirt", nil, labelled, false, "cannot match"},
+		{"unset selector", PrometheusInfo{Namespace: "monitoring", Name: "bare"}, KindPrometheusRule, "monitoring", nil, objs.RuleLabels, false, "spec.ruleSelector is unset"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, why := Selected(tc.p, tc.kind, "kubevirt", tc.ns, tc.nsLabels, tc.labels)
+			if got != tc.want || !strings.Contains(why, tc.why) {
+				t.Errorf("Selected = %v, %q; want %v, %q", got, why, tc.want, tc.why)
+			}
+		})
+	}
+}

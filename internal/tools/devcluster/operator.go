@@ -29,6 +29,15 @@ func (c *Cluster) OperatorArgs() []string {
 	return []string{"operator", "--kubeconfig", c.Kubeconfig(), "--namespace", InstallNamespace}
 }
 
+// UpOperatorArgs is the command line of the operator `virtop up` starts:
+// OperatorArgs with leader election on, so that its Lease virt-operator
+// says who leads, as a production operator's does (virtop doctor and
+// upstream's alerts read it); the host process has no pod to tell that it
+// runs.
+func (c *Cluster) UpOperatorArgs() []string {
+	return append(c.OperatorArgs(), "--leader-elect")
+}
+
 // HostOperatorFlags are the flags an operator running as a host process
 // needs: no fixed metrics or probe ports (several clusters may run on one
 // host), and its validating webhook served on webhookAddr and registered by
@@ -103,7 +112,7 @@ func (o *OperatorProcess) Exited() (bool, int) {
 }
 
 // StartOperator starts `<virtop> operator --kubeconfig <state>/kubeconfig
-// --namespace kubevirt` as a detached host process (its own session, so it
+// --namespace kubevirt --leader-elect` (UpOperatorArgs) as a detached host process (its own session, so it
 // outlives the caller), logging to operator.log and writing operator.pid.
 // If the pidfile names a live operator of this cluster, it is reused.
 func (c *Cluster) StartOperator(virtop string) (*OperatorProcess, error) {
@@ -122,7 +131,7 @@ func (c *Cluster) StartOperator(virtop string) (*OperatorProcess, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := append(c.OperatorArgs(), HostOperatorFlags(hook)...)
+	args := append(c.UpOperatorArgs(), HostOperatorFlags(hook)...)
 	fmt.Fprintf(logf, "---- %s: starting %s %s\n", time.Now().Format(time.RFC3339), virtop, strings.Join(args, " "))
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {

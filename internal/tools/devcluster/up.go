@@ -195,7 +195,7 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 		if op.Reused {
 			fmt.Fprintf(out, "• The operator is already running (pid %d); log: %s\n", op.PID, c.OperatorLog())
 		} else {
-			fmt.Fprintf(out, "• Started the operator (pid %d): %s %s\n  log: %s\n", op.PID, o.Virtop, strings.Join(c.OperatorArgs(), " "), c.OperatorLog())
+			fmt.Fprintf(out, "• Started the operator (pid %d): %s %s\n  log: %s\n", op.PID, o.Virtop, strings.Join(c.UpOperatorArgs(), " "), c.OperatorLog())
 		}
 	} else {
 		fmt.Fprintf(out, "! The operator is not built yet: this virtop binary has no `operator` command.\n"+

@@ -41,11 +41,27 @@ const (
 	CheckStrategyJob     = "install/strategy-job"
 	CheckAPIService      = "install/apiservice"
 	CheckShortNames      = "names/short"
+	CheckNodePressure    = "controlplane/node-pressure"
+	CheckGitOps          = "gitops/owner"
+	CheckUpgrade         = "install/upgrade"
+	kubeVirtCRD          = "kubevirts.kubevirt.io"
 	metricsPortName      = "metrics"
 	metricsPortNumber    = 8443
 	apiServiceName       = "v1.subresources.kubevirt.io"
 	recentWarningsWindow = time.Hour
 )
+
+// CheckNames lists every check doctor has, in its order; docs/doctor.md
+// documents each (a test holds the two, and the code, together).
+func CheckNames() []string {
+	return []string{
+		CheckVirtAPI, CheckVirtController, CheckVirtHandler, CheckVirtOperator, CheckNodes, CheckNodePressure,
+		CheckKubeVirt, CheckGitOps, CheckUpgrade, CheckEvents, CheckWorkloads, CheckStrategyJob, CheckAPIService,
+		CheckPrometheus, CheckMetricsService, CheckEndpointSlices, CheckServiceMonitor, CheckSMSelection,
+		CheckMonitoringRBAC, CheckNetworkPolicy, CheckPrometheusRule, CheckStrategy,
+		CheckPromTarget, CheckPromMetrics, CheckPromRules, CheckPromAlerts, CheckShortNames,
+	}
+}
 
 // Checks evaluates every check, in the order doctor prints them: the
 // control plane, the installation, workloads, the metrics path link by
@@ -58,7 +74,10 @@ func Checks(f *Facts) []Check {
 		checkComponent(f, vocab.VirtHandler, GroupCluster),
 		checkComponent(f, vocab.VirtOperator, GroupCluster),
 		checkNodes(f),
+		checkNodePressure(f),
 		checkKubeVirt(f),
+		checkGitOps(f),
+		checkUpgrade(f),
 		checkEvents(f),
 		checkWorkloads(f),
 		checkStrategyJob(f),

@@ -132,7 +132,7 @@ func TestVerdicts(t *testing.T) {
 				removePods(f, "virt-api")
 				f.deployment("virt-api").Spec.Replicas = ptr.To(int32(0))
 			},
-			reason:    []string{"controlplane/virt-api", "Running VMs keep running"},
+			reason:    []string{"controlplane/virt-api", "2 VMs keep running", "lifecycle operations"},
 			checkName: "controlplane/virt-api", checkState: Fail, evidence: []string{"0 of 0 pods ready", "Deployment virt-api wants 0"},
 		},
 		{
@@ -176,14 +176,14 @@ func TestVerdicts(t *testing.T) {
 			mutate: func(f *Facts) {
 				f.Prometheuses[0].Spec.ServiceMonitorSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpIn}}}
 			},
-			checkName: "monitoring/servicemonitor-selection", checkState: Fail, evidence: []string{"invalid and selects nothing"},
+			checkName: "monitoring/servicemonitor-selection", checkState: Fail, evidence: []string{"matches nothing"},
 		},
 		{
 			name: "Prometheus namespace selector misses the ServiceMonitor namespace", want: MonitoringArtefact,
 			mutate: func(f *Facts) {
 				f.Prometheuses[0].Spec.ServiceMonitorNamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"openshift.io/cluster-monitoring": "true"}}
 			},
-			checkName: "monitoring/servicemonitor-selection", checkState: Fail, evidence: []string{"namespace monitoring is not watched"},
+			checkName: "monitoring/servicemonitor-selection", checkState: Fail, evidence: []string{"does not select namespace monitoring"},
 		},
 		{
 			name: "unset selector selects nothing", want: MonitoringArtefact,

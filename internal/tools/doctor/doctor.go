@@ -79,35 +79,108 @@ type Check struct {
 	// verdict Unknown with this reason (for example: no KubeVirt in the
 	// namespace).
 	undecidable string
+	// cause, when set on a failed or warning check, is named in the
+	// verdict as a likely cause of what else is wrong (a failed GitOps
+	// owner, node pressure under flapping components, a stuck upgrade).
+	cause string
 }
 
-// Where says which cluster and namespace doctor looked at.
-type Where struct {
-	// Kubeconfig is the file named by --kubeconfig (empty: the default
-	// loading rules); repeated in hints so they act on the same cluster.
-	Kubeconfig string
-	Context    string
-	Server     string
-	Namespace  string
-	// PrometheusURL is --prometheus-url, empty when not given.
-	PrometheusURL string
+// Cause is a likely cause the verdict names, with the next command.
+type Cause struct {
+	// Check is the check that found it.
+	Check string `json:"check"`
+	Cause string `json:"cause"`
+	Hint  string `json:"hint"`
 }
 
 // Report is the result of one run.
 type Report struct {
 	Verdict Verdict
-	// Reason explains the verdict: the failing components, the broken
-	// links, or why doctor cannot tell.
+	// Reason explains the verdict in full: Headline, then the likely
+	// causes, the upgrade line and the VM line.
 	Reason string
-	Where  Where
-	Checks []Check
+	// Headline is the verdict's own reason: the failing components, the
+	// broken links, or why doctor cannot tell.
+	Headline string
+	// Causes are the likely causes, in check order.
+	Causes []Cause
+	// Upgrade says that an upgrade is in progress or stuck, and how to
+	// roll it back; empty when none is.
+	Upgrade string
+	// VMs is the reassuring half: how many VMs run, and where.
+	VMs string
+	// Workloads are the counts behind VMs.
+	Workloads Workloads
+	Where     Where
+	// Prometheus says which Prometheus was asked and whether it answered;
+	// nil when none was.
+	Prometheus *PromSource
+	Checks     []Check
 }
 
 // Run evaluates every check over the facts and decides the verdict.
 func Run(f *Facts) *Report {
 	checks := Checks(f)
-	v, reason := Decide(checks)
-	return &Report{Verdict: v, Reason: reason, Where: f.Where, Checks: checks}
+	v, headline := Decide(checks)
+	r := &Report{Verdict: v, Headline: headline, Causes: Causes(checks), Where: f.Where, Checks: checks, Workloads: f.Workloads}
+	if up := f.upgrade(); up.line != "" {
+		r.Upgrade = up.line
+	}
+	r.VMs = f.vmLine()
+	if f.Prometheus != nil {
+		src := f.Prometheus.Source
+		r.Prometheus = &src
+	}
+	r.Reason = composeReason(r)
+	return r
+}
+
+// Causes collects the likely causes the checks name.
+func Causes(checks []Check) []Cause {
+	var out []Cause
+	for _, c := range checks {
+		if c.cause != "" && (c.Status == Fail || c.Status == Warn) {
+			out = append(out, Cause{Check: c.Name, Cause: c.cause, Hint: c.Hint})
+		}
+	}
+	return out
+}
+
+// composeReason is the verdict said in full, for scripts reading one field.
+func composeReason(r *Report) string {
+	parts := []string{sentence(r.Headline)}
+	if len(r.Causes) > 0 {
+		cs := make([]string, 0, len(r.Causes))
+		for _, c := range r.Causes {
+			cs = append(cs, strings.TrimSuffix(c.Cause, "."))
+		}
+		parts = append(parts, "Likely cause: "+strings.Join(cs, "; ")+".")
+	}
+	if r.Upgrade != "" && !r.upgradeIsCause() {
+		parts = append(parts, sentence(r.Upgrade))
+	}
+	if r.VMs != "" {
+		parts = append(parts, sentence(r.VMs))
+	}
+	return strings.Join(parts, " ")
+}
+
+// upgradeIsCause: the stuck upgrade is already named among the causes.
+func (r *Report) upgradeIsCause() bool {
+	for _, c := range r.Causes {
+		if c.Cause == r.Upgrade {
+			return true
+		}
+	}
+	return false
+}
+
+func sentence(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.HasSuffix(s, ".") || strings.HasSuffix(s, ")") && strings.HasSuffix(strings.TrimSuffix(s, ")"), ".") {
+		return s
+	}
+	return s + "."
 }
 
 // ExitCode is the process exit status for a verdict: 0 Healthy, 1 any
@@ -176,7 +249,7 @@ func Decide(checks []Check) (Verdict, string) {
 	case len(undecidable) > 0:
 		return Unknown, strings.Join(undecidable, "; ")
 	case len(down) > 0:
-		return ControlPlaneDown, "no ready pod: " + strings.Join(down, "; ") + ". Running VMs keep running." + also()
+		return ControlPlaneDown, "no ready pod: " + strings.Join(down, "; ") + also()
 	case len(critSkipped) > 0:
 		return Unknown, "cannot read the control plane: " + strings.Join(critSkipped, "; ")
 	case len(links) > 0:

@@ -356,7 +356,7 @@ func TestEnvVirtAPIScaledToZero(t *testing.T) {
 	must(t, s.env.Client.Update(ctx, &d))
 	s.deletePods(t, "virt-api")
 	r := s.run(t, nil)
-	expect(t, r, ControlPlaneDown, "controlplane/virt-api", "Running VMs keep running")
+	expect(t, r, ControlPlaneDown, "controlplane/virt-api", "VMs keep running", "lifecycle operations")
 	expectCheck(t, r, CheckVirtAPI, Fail, "Deployment virt-api wants 0")
 	expectCheck(t, r, CheckWorkloads, OK, "Running VMs keep running")
 }

@@ -71,6 +71,9 @@ type Facts struct {
 	// app.kubernetes.io/name=prometheus in their namespaces), for the
 	// NetworkPolicy check.
 	PrometheusPods []corev1.Pod
+	// PrometheusServices are the Services of the Prometheuses'
+	// namespaces, read for --prometheus auto only.
+	PrometheusServices []corev1.Service
 
 	// RBAC that may grant the Prometheus ServiceAccounts access to the
 	// install namespace.
@@ -91,8 +94,16 @@ type Facts struct {
 	// Resources are the API resources discovery lists.
 	Resources []Resource
 
-	// Prometheus holds what the Prometheus HTTP API said; nil without
-	// --prometheus-url.
+	// GitOps are the Flux and Argo CD owners of the KubeVirt resource and
+	// the operator's objects.
+	GitOps GitOpsFacts
+
+	// NodePods are the pods bound to the nodes that host control-plane
+	// pods, by node (for their allocatable use).
+	NodePods map[string][]corev1.Pod
+
+	// Prometheus holds what the Prometheus HTTP API said; nil when no
+	// Prometheus was asked.
 	Prometheus *PromFacts
 }
 
@@ -102,6 +113,9 @@ type Workloads struct {
 	VMIs, VMIsRunning int
 	// ByPhase counts VMIs per status.phase.
 	ByPhase map[string]int
+	// RunningByNode counts the Running VMIs per node (status.nodeName;
+	// "" when the VMI names none).
+	RunningByNode map[string]int
 }
 
 // StrategyFacts is one install-strategy ConfigMap.
@@ -157,6 +171,7 @@ const (
 	ReadPrometheusRules = "prometheusrules.monitoring.coreos.com"
 	ReadPrometheuses    = "prometheuses.monitoring.coreos.com"
 	ReadPrometheusPods  = "pods (Prometheus)"
+	ReadPromServices    = "services (Prometheus)"
 	ReadRoles           = "roles.rbac.authorization.k8s.io"
 	ReadRoleBindings    = "rolebindings.rbac.authorization.k8s.io"
 	ReadClusterRoles    = "clusterroles.rbac.authorization.k8s.io"
@@ -165,6 +180,8 @@ const (
 	ReadNetworkPolicies = "networkpolicies.networking.k8s.io"
 	ReadAPIService      = "apiservices.apiregistration.k8s.io"
 	ReadDiscovery       = "API discovery"
+	ReadCRD             = "customresourcedefinitions.apiextensions.k8s.io"
+	ReadNodePods        = "pods (on control-plane nodes, all namespaces)"
 )
 
 // ErrAbsent marks a read of an API the cluster does not serve (its CRD is
@@ -226,7 +243,10 @@ func (f *Facts) skipped(c Check, key string, verb, where string) Check {
 // PromFacts is what the Prometheus HTTP API answered.
 type PromFacts struct {
 	URL string
-	// Err is set when Prometheus could not be reached at all.
+	// Source says which Prometheus this is and how it was reached.
+	Source PromSource
+	// Err is set when Prometheus could not be reached at all (or, with
+	// --prometheus auto, none was found).
 	Err error
 
 	// Up are the series of up{job="kubevirt-prometheus-metrics"} (and of

@@ -123,7 +123,7 @@ func healthyFacts() *Facts {
 			},
 		},
 	}}
-	f.Workloads = Workloads{VMs: 3, VMsRunning: 2, VMIs: 2, VMIsRunning: 2, ByPhase: map[string]int{"Running": 2}}
+	f.Workloads = Workloads{VMs: 3, VMsRunning: 2, VMIs: 2, VMIsRunning: 2, ByPhase: map[string]int{"Running": 2}, RunningByNode: map[string]int{"node-1": 2}}
 	f.MetricsService = &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: metricsSvc, Namespace: testNS, Labels: map[string]string{promLabel: "true", "kubevirt.io": ""}},
 		Spec: corev1.ServiceSpec{

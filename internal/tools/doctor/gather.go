@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -39,8 +41,12 @@ type Gatherer struct {
 	// skips that check.
 	Discovery discovery.DiscoveryInterface
 	Where     Where
-	// PrometheusTimeout bounds the Prometheus queries (default 30 s).
-	PrometheusTimeout time.Duration
+	// Config is the REST config of Client: its transport, with the
+	// kubeconfig's credentials, reaches Prometheus through the API
+	// server's service proxy. nil rules that out.
+	Config *rest.Config
+	// Prometheus says which Prometheus to ask, if any.
+	Prometheus PrometheusOptions
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -152,6 +158,8 @@ func (g *Gatherer) Gather(ctx context.Context) (*Facts, error) {
 	if g.list(ctx, f, ReadKubeVirts, &kvs) {
 		f.KubeVirts = kvs.Items
 	}
+	g.gatherNodePods(ctx, f)
+	g.gatherGitOps(ctx, f)
 	g.gatherWorkloads(ctx, f)
 
 	var sms monitoringv1.ServiceMonitorList
@@ -210,14 +218,89 @@ func (g *Gatherer) Gather(ctx context.Context) (*Facts, error) {
 		f.Reads[ReadDiscovery] = errors.New("no discovery client")
 	}
 
-	if g.Where.PrometheusURL != "" {
-		timeout := g.PrometheusTimeout
-		if timeout <= 0 {
-			timeout = 30 * time.Second
-		}
-		f.Prometheus = GatherPrometheus(ctx, g.Where.PrometheusURL, ns, timeout)
-	}
+	g.gatherPrometheus(ctx, f)
 	return f, nil
+}
+
+// gatherPrometheus asks the Prometheus of --prometheus-url, or with
+// --prometheus auto each Prometheus that selects KubeVirt's ServiceMonitor
+// through the API server's service proxy, until one answers.
+func (g *Gatherer) gatherPrometheus(ctx context.Context, f *Facts) {
+	o := g.Prometheus
+	timeout := o.Timeout
+	if timeout <= 0 {
+		timeout = defaultPromWait
+	}
+	ns := g.Where.Namespace
+	switch {
+	case o.URL != "":
+		ep, err := urlEndpoint(o, g.Config)
+		if err != nil {
+			f.Prometheus = &PromFacts{URL: o.URL, Err: err, Source: PromSource{URL: o.URL, Via: ViaURL, Error: err.Error()}}
+			return
+		}
+		f.Prometheus = GatherPrometheus(ctx, ep, ns, timeout)
+	case o.Auto:
+		f.Prometheus = g.autoPrometheus(ctx, f, timeout)
+	}
+}
+
+func (g *Gatherer) autoPrometheus(ctx context.Context, f *Facts, timeout time.Duration) *PromFacts {
+	none := func(why string) *PromFacts {
+		err := errors.New(why)
+		return &PromFacts{Err: err, Source: PromSource{Via: ViaServiceProxy, Auth: AuthKubeconfig, Error: why}}
+	}
+	if g.Config == nil {
+		return none("no REST config to reach the API server's service proxy with")
+	}
+	seen := map[string]bool{}
+	for _, p := range f.Prometheuses {
+		if seen[p.Namespace] {
+			continue
+		}
+		seen[p.Namespace] = true
+		var svcs corev1.ServiceList
+		if err := g.Client.List(ctx, &svcs, client.InNamespace(p.Namespace)); err != nil {
+			f.Reads[ReadPromServices] = classify(err)
+			continue
+		}
+		f.PrometheusServices = append(f.PrometheusServices, svcs.Items...)
+	}
+	cands := f.prometheusCandidates()
+	if len(cands) == 0 {
+		selecting, _ := f.smSelecting()
+		switch {
+		case len(f.Prometheuses) == 0:
+			return none("--prometheus auto: no Prometheus resource in any namespace")
+		case len(selecting) == 0:
+			return none("--prometheus auto: no Prometheus resource selects KubeVirt's ServiceMonitor (see monitoring/servicemonitor-selection)")
+		case f.readErr(ReadPromServices) != nil:
+			return none(fmt.Sprintf("--prometheus auto: cannot list the Services of the Prometheus namespaces: %v", f.readErr(ReadPromServices)))
+		}
+		return none(fmt.Sprintf("--prometheus auto: no Service in %s fronts Prometheus %s (none selects its pods, no %s)", selecting[0].Namespace, promName(selecting[0]), governingService))
+	}
+	rt, err := rest.TransportFor(g.Config)
+	if err != nil {
+		return none(fmt.Sprintf("the kubeconfig's transport: %v", err))
+	}
+	var tried []string
+	var last *PromFacts
+	for _, c := range cands {
+		ep := Endpoint{
+			URL:       strings.TrimSuffix(g.Config.Host, "/") + c.proxyPath(),
+			Transport: rt,
+			Source:    PromSource{Via: ViaServiceProxy, Auth: AuthKubeconfig, Resource: promName(c.prom), Service: c.describe()},
+		}
+		pf := GatherPrometheus(ctx, ep, f.Where.Namespace, timeout)
+		pf.Source.Tried = tried
+		if pf.Err == nil {
+			return pf
+		}
+		tried = append(tried, fmt.Sprintf("%s through %s: %v", promName(c.prom), c.describe(), pf.Err))
+		last = pf
+	}
+	last.Source.Tried = tried[:len(tried)-1]
+	return last
 }
 
 // list runs one list, recording its failure; it reports success.
@@ -242,6 +325,7 @@ var (
 // gatherWorkloads counts VMs and VMIs in all namespaces, page by page.
 func (g *Gatherer) gatherWorkloads(ctx context.Context, f *Facts) {
 	f.Workloads.ByPhase = map[string]int{}
+	f.Workloads.RunningByNode = map[string]int{}
 	each := func(key string, gvk schema.GroupVersionKind, fn func(u *unstructured.Unstructured)) {
 		cont := ""
 		for {
@@ -277,6 +361,8 @@ func (g *Gatherer) gatherWorkloads(ctx context.Context, f *Facts) {
 		f.Workloads.ByPhase[phase]++
 		if phase == "Running" {
 			f.Workloads.VMIsRunning++
+			node, _, _ := unstructured.NestedString(u.Object, "status", "nodeName")
+			f.Workloads.RunningByNode[node]++
 		}
 	})
 }

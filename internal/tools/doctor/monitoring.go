@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -326,22 +327,22 @@ func (f *Facts) nsLabels(ns string) (map[string]string, bool) {
 	return nil, false
 }
 
-// selects says whether Prometheus p selects an object (ServiceMonitor or
-// PrometheusRule) by the given selectors, and if not why.
-func (f *Facts) selects(p *monitoringv1.Prometheus, objSel, nsSel *metav1.LabelSelector, obj metav1.Object) (bool, string) {
+// selects says whether Prometheus p selects an existing object of kind
+// (placement.KindServiceMonitor or KindPrometheusRule), and if not why:
+// placement's semantics, the ones virtop places the objects by. A
+// namespace whose labels could not be read decides only the selectors that
+// do not look at labels.
+func (f *Facts) selects(p *monitoringv1.Prometheus, kind string, obj metav1.Object) (bool, string) {
+	info := placement.FromPrometheus(p)
+	nsSel := info.ServiceMonitorNamespaceSelector
+	if kind == placement.KindPrometheusRule {
+		nsSel = info.RuleNamespaceSelector
+	}
 	lbl, known := f.nsLabels(obj.GetNamespace())
-	ok, decided, why := namespaceSelectorMatch(nsSel, p.Namespace, obj.GetNamespace(), lbl, known)
-	if !ok {
-		if !decided {
-			return false, why
-		}
-		return false, why
+	if !known && nsSel != nil && (len(nsSel.MatchLabels) > 0 || len(nsSel.MatchExpressions) > 0) {
+		return false, fmt.Sprintf("cannot read the labels of namespace %s to apply namespace selector %s", obj.GetNamespace(), describeSelector(nsSel))
 	}
-	m, reason := selectorMatch(objSel, obj.GetLabels())
-	if !m {
-		return false, reason
-	}
-	return true, ""
+	return placement.Selected(info, kind, f.Where.Namespace, obj.GetNamespace(), lbl, obj.GetLabels())
 }
 
 // smSelectors: which Prometheuses select which KubeVirt ServiceMonitors.
@@ -351,10 +352,7 @@ func (f *Facts) smSelecting() (selecting []*monitoringv1.Prometheus, reasons []s
 		p := &f.Prometheuses[i]
 		sel := false
 		for _, sm := range sms {
-			ok, why := f.selects(p, p.Spec.ServiceMonitorSelector, p.Spec.ServiceMonitorNamespaceSelector, sm)
-			if ok && p.Spec.IgnoreNamespaceSelectors && sm.Namespace != f.Where.Namespace {
-				ok, why = false, fmt.Sprintf("it sets ignoreNamespaceSelectors, so %s/%s only finds targets in %s, not in %s", sm.Namespace, sm.Name, sm.Namespace, f.Where.Namespace)
-			}
+			ok, why := f.selects(p, placement.KindServiceMonitor, sm)
 			if ok {
 				sel = true
 				break
@@ -712,7 +710,7 @@ func checkPrometheusRule(f *Facts) Check {
 	for i := range f.Prometheuses {
 		p := &f.Prometheuses[i]
 		for _, r := range rules {
-			ok, why := f.selects(p, p.Spec.RuleSelector, p.Spec.RuleNamespaceSelector, r)
+			ok, why := f.selects(p, placement.KindPrometheusRule, r)
 			if ok {
 				selectedBy = append(selectedBy, promName(p))
 				break

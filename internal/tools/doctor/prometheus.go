@@ -2,6 +2,8 @@ package doctor
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -40,14 +42,17 @@ var controlPlaneAlerts = map[string]bool{
 	"LowVirtAPICount": true, "LowVirtControllersCount": true, "LowReadyVirtControllersCount": true,
 }
 
-// GatherPrometheus reads what doctor needs from the Prometheus HTTP API at
-// url: the KubeVirt targets' up series, which kubevirt_* metrics are
-// scraped, the loaded rules and the active alerts. Every query is a read.
-func GatherPrometheus(ctx context.Context, url, namespace string, timeout time.Duration) *PromFacts {
-	pf := &PromFacts{URL: url}
-	client, err := promapi.NewClient(promapi.Config{Address: url})
+// GatherPrometheus reads what doctor needs from the Prometheus HTTP API of
+// ep: its build, the KubeVirt targets' up series, which kubevirt_* metrics
+// are scraped, the loaded rules and the active alerts. Every request is a
+// GET (a read, also for RBAC through the API server's service proxy).
+func GatherPrometheus(ctx context.Context, ep Endpoint, namespace string, timeout time.Duration) *PromFacts {
+	pf := &PromFacts{URL: ep.URL, Source: ep.Source}
+	pf.Source.URL = ep.URL
+	client, err := promapi.NewClient(promapi.Config{Address: ep.URL, RoundTripper: getOnly(ep.Transport)})
 	if err != nil {
 		pf.Err = err
+		pf.Source.Error = err.Error()
 		return pf
 	}
 	api := promv1.NewAPI(client)
@@ -61,13 +66,19 @@ func GatherPrometheus(ctx context.Context, url, namespace string, timeout time.D
 	v, _, _, err := api.Query(ctx, q, now)
 	if err != nil {
 		pf.UpErr = err
-		// An unreachable Prometheus fails every query the same way.
-		if _, ok := err.(*promv1.Error); !ok {
-			pf.Err = err
+		// An unreachable Prometheus, or a proxy in front of it that
+		// refuses, fails every query the same way.
+		if !answeredWithError(err) {
+			pf.Err = unanswered(err)
+			pf.Source.Error = pf.Err.Error()
 			return pf
 		}
 	} else {
 		pf.Up = samples(v)
+	}
+	pf.Source.Answered = true
+	if bi, err := api.Buildinfo(ctx); err == nil {
+		pf.Source.Version = bi.Version
 	}
 
 	pf.MetricNames, pf.MetricsErr = countBy(ctx, api, now, "__name__", metrics.KubeVirtJob)
@@ -110,6 +121,35 @@ func GatherPrometheus(ctx context.Context, url, namespace string, timeout time.D
 		}
 	}
 	return pf
+}
+
+// answeredWithError: the error is Prometheus's own answer to a query (its
+// API's 400 or 422 with an error body), not a failure to reach it or a
+// refusal by something in front of it (an HTTP error with any other body).
+func answeredWithError(err error) bool {
+	var pe *promv1.Error
+	return errors.As(err, &pe) && pe.Detail == "" && pe.Type != promv1.ErrBadResponse
+}
+
+// unanswered words a failure to reach Prometheus, with the first line of
+// the body of an HTTP error (401 Unauthorized, the API server's 503 for a
+// Service without endpoints...).
+func unanswered(err error) error {
+	var pe *promv1.Error
+	if !errors.As(err, &pe) || pe.Detail == "" {
+		return err
+	}
+	detail := strings.TrimSpace(pe.Detail)
+	var st struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal([]byte(detail), &st) == nil && st.Message != "" {
+		detail = st.Message
+	}
+	if i := strings.IndexByte(detail, '\n'); i >= 0 {
+		detail = detail[:i]
+	}
+	return fmt.Errorf("%s (%s)", pe.Msg, oneLine(detail))
 }
 
 func countBy(ctx context.Context, api promv1.API, now time.Time, label, job string) (map[string]int, error) {
@@ -159,6 +199,10 @@ func (f *Facts) promUnreachable(c Check) (Check, bool) {
 	}
 	c.Status = Skipped
 	c.Group = GroupInfo
+	if f.Prometheus.URL == "" {
+		c.Evidence = fmt.Sprintf("skipped: %v", f.Prometheus.Err)
+		return c, true
+	}
 	c.Evidence = fmt.Sprintf("skipped: could not query Prometheus at %s: %v", f.Prometheus.URL, f.Prometheus.Err)
 	return c, true
 }

@@ -192,7 +192,7 @@ func TestPrometheusAPI(t *testing.T) {
 			defer srv.Close()
 			f := healthyFacts()
 			f.Where.PrometheusURL = srv.URL
-			f.Prometheus = GatherPrometheus(context.Background(), srv.URL, testNS, 10*time.Second)
+			f.Prometheus = GatherPrometheus(context.Background(), Endpoint{URL: srv.URL}, testNS, 10*time.Second)
 			if f.Prometheus.Err != nil {
 				t.Fatalf("gather: %v", f.Prometheus.Err)
 			}
@@ -225,7 +225,7 @@ func TestPrometheusUnreachable(t *testing.T) {
 	srv.Close()
 	f := healthyFacts()
 	f.Where.PrometheusURL = url
-	f.Prometheus = GatherPrometheus(context.Background(), url, testNS, 5*time.Second)
+	f.Prometheus = GatherPrometheus(context.Background(), Endpoint{URL: url}, testNS, 5*time.Second)
 	if f.Prometheus.Err == nil {
 		t.Fatal("no error from a closed server")
 	}

@@ -7,51 +7,208 @@ import (
 	"strings"
 )
 
-// JSONReport is the stable JSON schema of `virtop doctor -o json`.
+// JSONReport is the stable JSON schema of `virtop doctor -o json`,
+// documented in docs/doctor.md. Fields are only ever added.
 type JSONReport struct {
 	Verdict Verdict `json:"verdict"`
-	// Reason explains the verdict (the broken links, what could not be
-	// read).
-	Reason    string  `json:"reason"`
-	Context   string  `json:"context"`
-	Server    string  `json:"server"`
-	Namespace string  `json:"namespace"`
-	Checks    []Check `json:"checks"`
+	// Reason explains the verdict in full: the headline, the likely
+	// causes, the upgrade line and the VM line.
+	Reason string `json:"reason"`
+	// Headline is the verdict's own reason.
+	Headline string  `json:"headline"`
+	Causes   []Cause `json:"causes"`
+	// Upgrade is the upgrade line ("" when no update is in progress).
+	Upgrade string  `json:"upgrade"`
+	VMs     JSONVMs `json:"vms"`
+
+	// Where doctor looked.
+	Kubeconfig       string   `json:"kubeconfig"`
+	KubeconfigFiles  []string `json:"kubeconfigFiles"`
+	KubeconfigSource string   `json:"kubeconfigSource"`
+	Context          string   `json:"context"`
+	ContextSource    string   `json:"contextSource"`
+	Server           string   `json:"server"`
+	User             string   `json:"user"`
+	Namespace        string   `json:"namespace"`
+	// Prometheus is the Prometheus asked; null when none was.
+	Prometheus *PromSource `json:"prometheus"`
+
+	Checks []Check `json:"checks"`
 }
 
-// WriteJSON writes the report as JSON.
-func (r *Report) WriteJSON(w io.Writer) error {
+// JSONVMs are the VM counts of the verdict.
+type JSONVMs struct {
+	// Line is the verdict's VM line.
+	Line          string         `json:"line"`
+	VMIs          int            `json:"vmis"`
+	Running       int            `json:"running"`
+	ByPhase       map[string]int `json:"byPhase"`
+	RunningByNode map[string]int `json:"runningByNode"`
+}
+
+// JSON is the report in its JSON schema.
+func (r *Report) JSON() JSONReport {
 	checks := r.Checks
 	if checks == nil {
 		checks = []Check{}
 	}
+	causes := r.Causes
+	if causes == nil {
+		causes = []Cause{}
+	}
+	files := r.Where.KubeconfigFiles
+	if files == nil {
+		files = []string{}
+	}
+	nonNil := func(m map[string]int) map[string]int {
+		if m == nil {
+			return map[string]int{}
+		}
+		return m
+	}
+	return JSONReport{
+		Verdict: r.Verdict, Reason: r.Reason, Headline: r.Headline, Causes: causes, Upgrade: r.Upgrade,
+		VMs: JSONVMs{Line: r.VMs, VMIs: r.Workloads.VMIs, Running: r.Workloads.VMIsRunning,
+			ByPhase: nonNil(r.Workloads.ByPhase), RunningByNode: nonNil(r.Workloads.RunningByNode)},
+		Kubeconfig: r.Where.KubeconfigFile, KubeconfigFiles: files, KubeconfigSource: r.Where.KubeconfigSource,
+		Context: r.Where.Context, ContextSource: r.Where.ContextSource, Server: r.Where.Server, User: r.Where.User,
+		Namespace:  r.Where.Namespace,
+		Prometheus: r.Prometheus,
+		Checks:     checks,
+	}
+}
+
+// WriteJSON writes the report as JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(JSONReport{
-		Verdict: r.Verdict, Reason: r.Reason,
-		Context: r.Where.Context, Server: r.Where.Server, Namespace: r.Where.Namespace,
-		Checks: checks,
-	})
+	return enc.Encode(r.JSON())
+}
+
+// Header is the first lines of the text report: which kubeconfig file,
+// context, API server, user and namespace doctor looked at, and which
+// Prometheus it asked.
+func (r *Report) Header() string {
+	var b strings.Builder
+	w := r.Where
+	switch {
+	case w.ContextSource == ContextInCluster:
+		b.WriteString("Kubeconfig: none: in-cluster configuration\n")
+	default:
+		file := w.KubeconfigFile
+		if file == "" {
+			file = strings.Join(w.KubeconfigFiles, ":")
+		}
+		if file == "" {
+			file = "(not known)"
+		}
+		from := ""
+		switch w.KubeconfigSource {
+		case KubeconfigFromFlag:
+			from = " (--kubeconfig)"
+		case KubeconfigFromEnv:
+			from = " (from $KUBECONFIG"
+			if len(w.KubeconfigFiles) > 1 {
+				from += ": " + strings.Join(w.KubeconfigFiles, ":")
+			}
+			from += ")"
+		case KubeconfigFromDefault:
+			from = " (the default file)"
+		}
+		fmt.Fprintf(&b, "Kubeconfig: %s%s\n", file, from)
+	}
+	switch w.ContextSource {
+	case ContextFromFlag:
+		fmt.Fprintf(&b, "Context:    %s (--context)\n", w.Context)
+	case ContextFromCurrent:
+		fmt.Fprintf(&b, "Context:    %s (only the kubeconfig's current-context: no --context given; pass --context %s to be sure of the cluster)\n", w.Context, w.Context)
+	case ContextInCluster:
+		fmt.Fprintf(&b, "Context:    (none: in-cluster configuration)\n")
+	default:
+		fmt.Fprintf(&b, "Context:    %s\n", w.Context)
+	}
+	fmt.Fprintf(&b, "API server: %s\n", w.Server)
+	user := w.User
+	if user == "" {
+		user = "(none named by the context)"
+	}
+	fmt.Fprintf(&b, "User:       %s\n", user)
+	fmt.Fprintf(&b, "Namespace:  %s\n", w.Namespace)
+	fmt.Fprintf(&b, "Prometheus: %s\n", describePrometheus(r.Prometheus))
+	return b.String()
+}
+
+// describePrometheus is the header's Prometheus line.
+func describePrometheus(p *PromSource) string {
+	if p == nil {
+		return "not asked (pass --prometheus auto to ask the one that selects KubeVirt's ServiceMonitor, or --prometheus-url)"
+	}
+	var b strings.Builder
+	switch {
+	case p.Resource != "":
+		b.WriteString(p.Resource)
+	case p.URL != "":
+		b.WriteString(p.URL)
+	default:
+		b.WriteString("none found")
+	}
+	if p.Answered {
+		b.WriteString(" answered")
+		if p.Version != "" {
+			b.WriteString(" (Prometheus " + p.Version + ")")
+		}
+	} else if p.URL != "" {
+		b.WriteString(" did not answer")
+	}
+	switch p.Via {
+	case ViaServiceProxy:
+		b.WriteString(", through the API server's service proxy with the kubeconfig's credentials")
+		if p.Service != "" {
+			b.WriteString(" (Service " + p.Service + ")")
+		}
+	case ViaURL:
+		switch p.Auth {
+		case AuthBearer:
+			b.WriteString(", with a bearer token")
+		default:
+			b.WriteString(", without credentials")
+		}
+		if p.CAFile != "" {
+			b.WriteString(", its certificate verified with " + p.CAFile)
+		}
+	}
+	if p.Resource != "" && p.URL != "" {
+		b.WriteString(": " + p.URL)
+	}
+	if p.Error != "" {
+		b.WriteString(": " + p.Error)
+	}
+	for _, t := range p.Tried {
+		b.WriteString("\n            (tried first: " + t + ")")
+	}
+	return b.String()
 }
 
 // WriteText writes the report for people: where doctor looked, the
-// verdict, the failing checks with their next commands, then the rest.
+// verdict with its likely causes, the upgrade and VM lines, the failing
+// checks with their next commands, then the rest.
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	ctx := r.Where.Context
-	if ctx == "" {
-		ctx = "(none: in-cluster or default config)"
-	}
-	fmt.Fprintf(&b, "Context:    %s\n", ctx)
-	fmt.Fprintf(&b, "API server: %s\n", r.Where.Server)
-	fmt.Fprintf(&b, "Namespace:  %s\n", r.Where.Namespace)
-	if r.Where.PrometheusURL != "" {
-		fmt.Fprintf(&b, "Prometheus: %s\n", r.Where.PrometheusURL)
-	} else {
-		fmt.Fprintf(&b, "Prometheus: not queried (pass --prometheus-url to check targets, rules and alerts)\n")
-	}
+	b.WriteString(r.Header())
 	fmt.Fprintf(&b, "\nVerdict: %s\n", r.Verdict)
-	fmt.Fprintf(&b, "  %s\n", r.Reason)
+	fmt.Fprintf(&b, "  %s\n", r.Headline)
+	for _, c := range r.Causes {
+		fmt.Fprintf(&b, "  Likely cause (%s): %s\n", c.Check, c.Cause)
+		if c.Hint != "" {
+			fmt.Fprintf(&b, "    next: %s\n", c.Hint)
+		}
+	}
+	if r.Upgrade != "" && !r.upgradeIsCause() {
+		fmt.Fprintf(&b, "  Upgrade: %s\n", r.Upgrade)
+	}
+	if r.VMs != "" {
+		fmt.Fprintf(&b, "  VMs: %s\n", r.VMs)
+	}
 
 	var problems, rest []Check
 	for _, c := range r.Checks {

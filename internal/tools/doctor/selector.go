@@ -1,16 +1,9 @@
 package doctor
 
-// Selector semantics of prometheus-operator (upstream-facts §9.1), kept
-// here until internal/monitoring/placement exports them:
-//
-//	field                            {}                 null / unset
-//	serviceMonitorSelector           all                none
-//	serviceMonitorNamespaceSelector  all namespaces     the Prometheus's own namespace
-//	ruleSelector                     all                none
-//	ruleNamespaceSelector            all namespaces     the Prometheus's own namespace
-//
-// ignoreNamespaceSelectors: a ServiceMonitor only finds targets in its own
-// namespace.
+// Label selectors as Kubernetes applies them (a ServiceMonitor's selector
+// against the metrics Service). Whether a Prometheus selects a
+// ServiceMonitor or PrometheusRule is placement.Selected's business: the
+// semantics virtop places them by.
 
 import (
 	"fmt"
@@ -37,29 +30,6 @@ func selectorMatch(sel *metav1.LabelSelector, set map[string]string) (bool, stri
 		return true, ""
 	}
 	return false, fmt.Sprintf("selector %s does not match labels %s", describeSelector(sel), describeLabels(set))
-}
-
-// namespaceSelectorMatch applies a Prometheus namespace selector: nil means
-// only the Prometheus's own namespace. nsLabels is nil when the namespace's
-// labels could not be read (then only {} and nil are decidable).
-func namespaceSelectorMatch(sel *metav1.LabelSelector, promNS, ns string, nsLabels map[string]string, known bool) (ok bool, decided bool, why string) {
-	if sel == nil {
-		if ns == promNS {
-			return true, true, ""
-		}
-		return false, true, fmt.Sprintf("its namespace selector is unset, so it watches only its own namespace %s, not %s", promNS, ns)
-	}
-	if len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 0 {
-		return true, true, ""
-	}
-	if !known {
-		return false, false, fmt.Sprintf("cannot read the labels of namespace %s to apply namespace selector %s", ns, describeSelector(sel))
-	}
-	m, reason := selectorMatch(sel, nsLabels)
-	if m {
-		return true, true, ""
-	}
-	return false, true, fmt.Sprintf("namespace %s is not watched: namespace %s", ns, reason)
 }
 
 // serviceMonitorNamespaces says whether a ServiceMonitor's namespaceSelector

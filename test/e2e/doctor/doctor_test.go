@@ -71,6 +71,13 @@ func TestDoctor(t *testing.T) {
 		{"API server unreachable", s.testUnreachable},
 		{"prometheus-url healthy", s.testPrometheusHealthy},
 		{"prometheus-url target absent while pods ready", s.testPrometheusTargetAbsent},
+		{"Flux Kustomization BuildFailed owning the KubeVirt resource", s.testFluxBuildFailed},
+		{"Argo CD Application Degraded", s.testArgoDegraded},
+		{"Prometheus behind a TLS proxy with a bearer token", s.testPrometheusTokenCA},
+		{"Prometheus through the API server's service proxy", s.testPrometheusServiceProxy},
+		{"upgrade stuck at virt-controller", s.testStuckUpgrade},
+		{"node under memory pressure", s.testNodeMemoryPressure},
+		{"the VM count line", s.testVMCount},
 	}
 	// go test -shuffle shuffles top-level tests only; shuffle the cases
 	// too, to show they do not depend on their order.
@@ -212,11 +219,19 @@ func (s *installed) testHealthy(t *testing.T) {
 	expect(t, r, 0, nil, "monitoring/rbac", "ok", "endpoints")
 	expect(t, r, 0, nil, "monitoring/strategy", "ok", "virtop's", "holds the ServiceMonitor and PrometheusRule")
 
+	expect(t, r, 0, nil, "controlplane/node-pressure", "ok", "no memory, disk or PID pressure")
+	expect(t, r, 0, nil, "gitops/owner", "ok", "no GitOps owner")
+	expect(t, r, 0, nil, "install/upgrade", "ok", "no update in progress")
+	if !strings.Contains(r.report.Reason, "0 VMs running") || r.report.VMs.Line == "" {
+		t.Errorf("the verdict has no VM line: %q", r.report.Reason)
+	}
+
 	// The text for people: where it looked, then the verdict.
 	txt := s.doctorText(t)
-	if !strings.HasPrefix(txt, "Context:") || !strings.Contains(txt, "Namespace:  "+s.ns) || !strings.Contains(txt, "\nVerdict: Healthy\n") {
+	if !strings.HasPrefix(txt, "Kubeconfig:") || !strings.Contains(txt, "Namespace:  "+s.ns) || !strings.Contains(txt, "\nVerdict: Healthy\n") {
 		t.Errorf("text report does not start with where it looked and the verdict:\n%s", txt)
 	}
+	s.expectHeader(t, r)
 }
 
 // doctorText runs the doctor's text output once.
@@ -240,7 +255,7 @@ func (s *installed) testVirtAPIScaledToZero(t *testing.T) {
 		return n == 0, fmt.Errorf("%d virt-api pods left", n)
 	})
 	r := s.doctorUntil(t, "ControlPlaneDown naming virt-api", verdictIs("ControlPlaneDown", "controlplane/virt-api", "fail"))
-	expect(t, r, 1, []string{"controlplane/virt-api", "Running VMs keep running"}, "controlplane/virt-api", "fail", "0 of 0 pods ready", "Deployment virt-api wants 0")
+	expect(t, r, 1, []string{"controlplane/virt-api", "lifecycle operations"}, "controlplane/virt-api", "fail", "0 of 0 pods ready", "Deployment virt-api wants 0")
 	// The operator stopped and released its Lease: nothing reconciles.
 	expect(t, r, 1, nil, "controlplane/virt-operator", "fail", "Lease kubevirt/virt-operator is released", "Nothing reconciles")
 	expect(t, r, 1, nil, "workloads", "ok", "Running VMs keep running")
@@ -309,7 +324,7 @@ func (s *installed) testSelectorNeverMatches(t *testing.T) {
 	}})
 	r := s.doctorUntil(t, "MonitoringArtefact naming the selection", verdictIs("MonitoringArtefact", "monitoring/servicemonitor-selection", "fail"))
 	expect(t, r, 1, []string{linkSelection}, "monitoring/servicemonitor-selection", "fail",
-		"no Prometheus selects KubeVirt's ServiceMonitor", devcluster.MonitoringNamespace+"/"+devcluster.PrometheusName, "does not match labels")
+		"no Prometheus selects KubeVirt's ServiceMonitor", devcluster.MonitoringNamespace+"/"+devcluster.PrometheusName, "cannot match")
 }
 
 func (s *installed) testServiceWithoutEndpoints(t *testing.T) {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
@@ -69,13 +71,54 @@ func install(t *testing.T) *installed {
 // report is the JSON schema of `virtop doctor -o json`, as documented
 // (decoded independently of the doctor package, so a renamed field fails).
 type report struct {
-	Verdict   string  `json:"verdict"`
-	Reason    string  `json:"reason"`
-	Context   string  `json:"context"`
-	Server    string  `json:"server"`
-	Namespace string  `json:"namespace"`
-	Checks    []check `json:"checks"`
+	Verdict          string      `json:"verdict"`
+	Reason           string      `json:"reason"`
+	Headline         string      `json:"headline"`
+	Causes           []cause     `json:"causes"`
+	Upgrade          string      `json:"upgrade"`
+	VMs              vms         `json:"vms"`
+	Kubeconfig       string      `json:"kubeconfig"`
+	KubeconfigFiles  []string    `json:"kubeconfigFiles"`
+	KubeconfigSource string      `json:"kubeconfigSource"`
+	Context          string      `json:"context"`
+	ContextSource    string      `json:"contextSource"`
+	Server           string      `json:"server"`
+	User             string      `json:"user"`
+	Namespace        string      `json:"namespace"`
+	Prometheus       *prometheus `json:"prometheus"`
+	Checks           []check     `json:"checks"`
 }
+
+type cause struct {
+	Check string `json:"check"`
+	Cause string `json:"cause"`
+	Hint  string `json:"hint"`
+}
+
+type vms struct {
+	Line          string         `json:"line"`
+	VMIs          int            `json:"vmis"`
+	Running       int            `json:"running"`
+	ByPhase       map[string]int `json:"byPhase"`
+	RunningByNode map[string]int `json:"runningByNode"`
+}
+
+type prometheus struct {
+	URL      string   `json:"url"`
+	Via      string   `json:"via"`
+	Auth     string   `json:"auth"`
+	CAFile   string   `json:"caFile"`
+	Resource string   `json:"resource"`
+	Service  string   `json:"service"`
+	Answered bool     `json:"answered"`
+	Version  string   `json:"version"`
+	Error    string   `json:"error"`
+	Tried    []string `json:"tried"`
+}
+
+func jsonUnmarshal(raw []byte, v any) error { return json.Unmarshal(raw, v) }
+
+func clientcmdLoad(path string) (*clientcmdapi.Config, error) { return clientcmd.LoadFromFile(path) }
 
 type check struct {
 	Name     string `json:"name"`

@@ -111,6 +111,22 @@ func formatLabels(m map[string]string) string {
 // until it is ready. It is stopped when the test ends.
 func (e *Env) StartPrometheus(t testing.TB, openMetrics string, ruleFiles map[string][]byte) *PrometheusServer {
 	t.Helper()
+	return e.StartPrometheusWith(t, openMetrics, ruleFiles, PrometheusOptions{})
+}
+
+// PrometheusOptions place a Prometheus elsewhere than on a free loopback
+// port.
+type PrometheusOptions struct {
+	// Netns runs it in that network namespace (`ip netns exec`, which
+	// execs it: the process is prometheus itself).
+	Netns string
+	// Addr is its listen address (host:port), reachable from the test.
+	Addr string
+}
+
+// StartPrometheusWith is StartPrometheus with the server placed by o.
+func (e *Env) StartPrometheusWith(t testing.TB, openMetrics string, ruleFiles map[string][]byte, o PrometheusOptions) *PrometheusServer {
+	t.Helper()
 	promBin, promtool := PrometheusBinaries(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
@@ -163,18 +179,25 @@ func (e *Env) StartPrometheus(t testing.TB, openMetrics string, ruleFiles map[st
 	// A port found free can be taken before Prometheus binds it: try again
 	// with another.
 	for attempt := 1; ; attempt++ {
-		addr, err := devcluster.FreeLoopbackAddr()
-		if err != nil {
-			t.Fatal(err)
+		addr := o.Addr
+		if addr == "" {
+			var err error
+			if addr, err = devcluster.FreeLoopbackAddr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bin, args := promBin, []string{
+			"--config.file=" + cfgPath,
+			"--storage.tsdb.path=" + data,
+			"--web.listen-address=" + addr,
+			"--log.level=warn",
+		}
+		if o.Netns != "" {
+			bin, args = "ip", append([]string{"netns", "exec", o.Netns, promBin}, args...)
 		}
 		p := &Process{
-			t: t, Name: "prometheus", Bin: promBin,
-			Args: []string{
-				"--config.file=" + cfgPath,
-				"--storage.tsdb.path=" + data,
-				"--web.listen-address=" + addr,
-				"--log.level=warn",
-			},
+			t: t, Name: "prometheus", Bin: bin,
+			Args:    args,
 			LogPath: filepath.Join(e.LogDir(), fmt.Sprintf("%s.prometheus.%d.log", safe, time.Now().UnixNano())),
 		}
 		t.Cleanup(func() {
