@@ -75,6 +75,20 @@ type KubeVirtMonitoringSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	AdditionalGroups []RuleGroup `json:"additionalGroups,omitempty"`
+
+	// Dashboard tunes the Grafana dashboard of the control plane that
+	// virtop ships as a ConfigMap where it finds a Grafana dashboard
+	// sidecar convention.
+	// +optional
+	Dashboard *DashboardTuning `json:"dashboard,omitempty"`
+}
+
+// DashboardTuning changes the Grafana dashboard.
+type DashboardTuning struct {
+	// Disabled leaves the dashboard ConfigMap out (one already applied is
+	// removed).
+	// +optional
+	Disabled bool `json:"disabled,omitempty"`
 }
 
 // ServiceMonitorTuning changes the ServiceMonitor.

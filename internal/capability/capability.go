@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/monitoring/dashboard"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/plan"
@@ -255,7 +257,39 @@ func (r *Reader) monitoringFacts(ctx context.Context, cfg *config.DeploymentConf
 		}
 		in.Namespaces[ns] = labels
 	}
+	dash, err := r.dashboardNamespaces(ctx, placement.DashboardCandidates(*in))
+	if err != nil {
+		return nil, err
+	}
+	in.DashboardNamespaces = dash
 	return in, nil
+}
+
+// dashboardNamespaces returns the candidates where a Grafana dashboard
+// sidecar convention is present: a ConfigMap labelled grafana_dashboard
+// that virtop did not make (kube-prometheus-stack and Grafana's Helm chart
+// ship their dashboards that way). One metadata list per namespace, of at
+// most one item.
+func (r *Reader) dashboardNamespaces(ctx context.Context, candidates []string) ([]string, error) {
+	sel, err := labels.Parse(dashboard.SidecarLabel + "," + vocab.ManagedByLabel + "!=" + vocab.ManagedByValue)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, ns := range candidates {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMapList"})
+		if err := r.APIReader.List(ctx, list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}, client.Limit(1)); err != nil {
+			if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+				continue
+			}
+			return nil, fmt.Errorf("list Grafana dashboard ConfigMaps in %s: %w", ns, err)
+		}
+		if len(list.Items) > 0 {
+			out = append(out, ns)
+		}
+	}
+	return out, nil
 }
 
 // OpenShiftMonitoringNamespace holds OpenShift's platform Prometheus k8s.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"regexp"
 	"strings"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -25,11 +27,13 @@ func init() { register(newRulesCommand) }
 type rulesFlags struct {
 	version    string
 	tuningFile string
+	namespace  string
 }
 
-func (f *rulesFlags) bind(cmd *cobra.Command) {
+func (f *rulesFlags) bind(cmd *cobra.Command, namespaceHelp string) {
 	cmd.Flags().StringVar(&f.version, "version", "", "KubeVirt version whose rules to use (default: the catalog default, "+catalog.Default+")")
 	cmd.Flags().StringVar(&f.tuningFile, "tuning", "", "a KubeVirtMonitoring (virtop.dev/v1alpha1, YAML or JSON) whose alert tuning and additional groups to apply")
+	cmd.Flags().StringVar(&f.namespace, "namespace", "", namespaceHelp)
 }
 
 // release resolves the version to a catalog release.
@@ -61,18 +65,30 @@ namespace and runbook URL template.
 "virtop rules test" evaluates rule unit tests against them.`,
 		Example: `  virtop rules
   virtop rules --version v1.5.0 -o json
-  virtop rules --tuning kubevirtmonitoring.yaml`,
+  virtop rules --tuning kubevirtmonitoring.yaml
+
+  # a plain rule file for promtool, pint or a Thanos or Mimir ruler
+  virtop rules -o rulefile --namespace kubevirt > kubevirt.rules.yaml
+  promtool check rules kubevirt.rules.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "yaml" && output != "json" && output != "rulefile" {
+				return fmt.Errorf("unknown output format %q (want yaml, json or rulefile)", output)
+			}
 			r, err := rf.release()
 			if err != nil {
 				return err
 			}
-			pr, err := prometheusRule(r.Version, rf.tuningFile)
+			pr, err := prometheusRule(r.Version, rf.tuningFile, rf.namespace)
 			if err != nil {
 				return err
 			}
-			out, err := printObject(pr, output)
+			var out []byte
+			if output == "rulefile" {
+				out, err = rules.RuleFile(&pr.Spec)
+			} else {
+				out, err = printObject(pr, output)
+			}
 			if err != nil {
 				return err
 			}
@@ -80,24 +96,24 @@ namespace and runbook URL template.
 			return err
 		},
 	}
-	rf.bind(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
+	rf.bind(cmd, "install namespace the expressions select in (default kubevirt)")
+	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json (the PrometheusRule), or rulefile (a plain Prometheus rule file, groups: at the top)")
 	cmd.AddCommand(newRulesTestCommand())
 	return cmd
 }
 
-// prometheusRule renders the strategy of a version and returns its
-// PrometheusRule, exactly as the strategy holds it, or as a tuning file
-// (empty: none) changes it.
-func prometheusRule(version, tuningFile string) (client.Object, error) {
-	f := renderFlags{version: version, tuningFile: tuningFile}
+// prometheusRule renders the strategy of a version for an install
+// namespace (empty: the default) and returns its PrometheusRule, exactly as
+// the strategy holds it, or as a tuning file (empty: none) changes it.
+func prometheusRule(version, tuningFile, namespace string) (*monitoringv1.PrometheusRule, error) {
+	f := renderFlags{version: version, tuningFile: tuningFile, namespace: namespace}
 	s, err := f.generate()
 	if err != nil {
 		return nil, err
 	}
 	for _, o := range s.Objects {
-		if _, ok := o.(*monitoringv1.PrometheusRule); ok {
-			return o, nil
+		if pr, ok := o.(*monitoringv1.PrometheusRule); ok {
+			return pr, nil
 		}
 	}
 	return nil, fmt.Errorf("the %s strategy holds no PrometheusRule", version)
@@ -128,7 +144,11 @@ func printObject(o client.Object, format string) ([]byte, error) {
 }
 
 func newRulesTestCommand() *cobra.Command {
-	var rf rulesFlags
+	var (
+		rf    rulesFlags
+		run   string
+		junit string
+	)
 	cmd := &cobra.Command{
 		Use:   "test [TESTFILE...]",
 		Short: "Run rule unit tests (promtool's test-file format) in process",
@@ -144,20 +164,36 @@ PrometheusRule as "virtop rules" prints it).
 
 With --tuning the rules are tuned first (alerts disabled or changed, the
 additional groups added); the built-in tests of a disabled or retuned alert
-may then fail, as they should.
+may then fail, as they should. --namespace renders the rules for another
+install namespace (the built-in tests are written for ` + rules.BuiltinTestNamespace + `).
+
+--run selects test groups by name (a regular expression, as promtool's
+--run); --junit writes a JUnit XML report (one testcase per test group) for
+a CI system.
 
 Prints one line per failed test and a summary "N passed, N failed"; exits 1
 when a test fails.`,
 		Example: `  virtop rules test
-  virtop rules test --version v1.5.0
+  virtop rules test --version v1.5.0 --run 'virt-api'
   virtop rules test my-tests.yaml
+  virtop rules test --namespace ci --junit report.xml my-tests.yaml
   virtop rules test --tuning kubevirtmonitoring.yaml my-tests.yaml`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var runRE *regexp.Regexp
+			if run != "" {
+				var err error
+				if runRE, err = regexp.Compile(run); err != nil {
+					return fmt.Errorf("--run: %w", err)
+				}
+			}
 			r, err := rf.release()
 			if err != nil {
 				return err
 			}
 			opts := ruletest.BuiltinOptions(r.RuleSet)
+			if rf.namespace != "" {
+				opts.Namespace = rf.namespace
+			}
 			if rf.tuningFile != "" {
 				if opts, err = tunedRuleTestOptions(r, opts, rf.tuningFile); err != nil {
 					return err
@@ -165,18 +201,37 @@ when a test fails.`,
 			}
 			var results []ruletest.Result
 			if len(args) == 0 {
-				results, err = ruletest.RunBuiltin(opts)
+				results, err = ruletest.RunBuiltin(opts, runRE)
 			} else {
-				results, err = ruletest.RunFiles(opts, args)
+				results, err = ruletest.RunFiles(opts, args, runRE)
 			}
 			if err != nil {
 				return err
 			}
+			if junit != "" {
+				if err := writeJUnit(junit, results); err != nil {
+					return err
+				}
+			}
 			return reportRuleTests(cmd, results)
 		},
 	}
-	rf.bind(cmd)
+	rf.bind(cmd, "install namespace to render the rules for (default "+rules.BuiltinTestNamespace+")")
+	cmd.Flags().StringVar(&run, "run", "", "run only the test groups whose name matches this regular expression")
+	cmd.Flags().StringVar(&junit, "junit", "", "write a JUnit XML report of the results to this file")
 	return cmd
+}
+
+// writeJUnit writes the JUnit report to path.
+func writeJUnit(path string, results []ruletest.Result) error {
+	var buf bytes.Buffer
+	if err := ruletest.JUnit(&buf, results); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("--junit: %w", err)
+	}
+	return nil
 }
 
 func reportRuleTests(cmd *cobra.Command, results []ruletest.Result) error {

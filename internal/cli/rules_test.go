@@ -3,12 +3,16 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/xml"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+
+	"github.com/virtop-dev/virtop/internal/catalog"
 )
 
 func runCLI(args ...string) (int, string, string) {
@@ -47,8 +51,8 @@ func TestRulesPrint(t *testing.T) {
 			}
 		}
 	}
-	if pr.Kind != "PrometheusRule" || alerts != 28 {
-		t.Errorf("kind %s, %d alerts; want PrometheusRule with 28 (27 upstream + KubeVirtControlPlaneDown)", pr.Kind, alerts)
+	if pr.Kind != "PrometheusRule" || alerts != 30 {
+		t.Errorf("kind %s, %d alerts; want PrometheusRule with 30 (27 upstream + virtop's three)", pr.Kind, alerts)
 	}
 
 	if code, _, _ := runCLI("rules", "--version", "v0.0.1"); code != 2 {
@@ -108,5 +112,98 @@ func TestRulesTestBuiltin(t *testing.T) {
 	code, out, stderr := runCLI("rules", "test", "--version", "v1.5.0")
 	if code != 0 || !strings.HasSuffix(out, " passed, 0 failed\n") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+}
+
+// TestRulesRuleFileAndNamespace: -o rulefile prints a plain rule file
+// (groups: at the top, no PrometheusRule around it), --namespace renders the
+// expressions for that namespace.
+func TestRulesRuleFileAndNamespace(t *testing.T) {
+	code, out, stderr := runCLI("rules", "-o", "rulefile", "--namespace", "ci")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.HasPrefix(out, "groups:\n") || strings.Contains(out, "kind: PrometheusRule") {
+		t.Fatalf("not a plain rule file:\n%.300s", out)
+	}
+	if !strings.Contains(out, "namespace='ci'") || strings.Contains(out, "namespace='kubevirt'") {
+		t.Error("expressions not rendered for namespace ci")
+	}
+	code, out, _ = runCLI("rules", "--namespace", "ci")
+	if code != 0 || !strings.Contains(out, "namespace: ci\n") {
+		t.Errorf("PrometheusRule not placed in namespace ci (exit %d)", code)
+	}
+}
+
+// TestRulesTestRunAndJUnit: --run selects test groups, --junit writes a
+// report a CI system reads, with the failed group as a failure.
+func TestRulesTestRunAndJUnit(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "t.yaml")
+	if err := os.WriteFile(f, []byte(cliRuleTests), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(dir, "report.xml")
+	code, out, stderr := runCLI("rules", "test", "--junit", report, f)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; out %s err %s", code, out, stderr)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suites struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+		Suites   []struct {
+			Name  string `xml:"name,attr"`
+			Cases []struct {
+				Name    string `xml:"name,attr"`
+				Failure *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(b, &suites); err != nil {
+		t.Fatalf("not JUnit XML: %v\n%s", err, b)
+	}
+	if suites.Tests != 2 || suites.Failures != 1 || len(suites.Suites) != 1 || len(suites.Suites[0].Cases) != 2 {
+		t.Fatalf("report %+v", suites)
+	}
+	c := suites.Suites[0].Cases[1]
+	if c.Name != "deliberately wrong" || c.Failure == nil || !strings.Contains(c.Failure.Message, "VirtControllerDown at 12m") {
+		t.Errorf("failed case %+v", c)
+	}
+	code, out, _ = runCLI("rules", "test", "--run", "^virt-controller down$", f)
+	if code != 0 || !strings.HasSuffix(out, "1 passed, 0 failed\n") {
+		t.Errorf("--run: exit %d, out %q", code, out)
+	}
+	if code, _, _ := runCLI("rules", "test", "--run", "(", f); code != 2 {
+		t.Errorf("bad --run: exit %d, want 2", code)
+	}
+}
+
+// TestPromtoolChecksCLIRuleFile: `virtop rules -o rulefile` of every catalog
+// release passes Debian's promtool check rules (VIRTOP_PROMTOOL; make
+// test-rules-promtool sets it).
+func TestPromtoolChecksCLIRuleFile(t *testing.T) {
+	bin := os.Getenv("VIRTOP_PROMTOOL")
+	if bin == "" {
+		t.Skip("VIRTOP_PROMTOOL is not set (make test-rules-promtool sets it to Debian's promtool)")
+	}
+	dir := t.TempDir()
+	for _, v := range catalog.Builtin().Versions() {
+		code, out, stderr := runCLI("rules", "--version", v, "-o", "rulefile")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", v, code, stderr)
+		}
+		f := filepath.Join(dir, v+".yaml")
+		if err := os.WriteFile(f, []byte(out), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := exec.Command(bin, "check", "rules", f).CombinedOutput(); err != nil || !strings.Contains(string(b), "SUCCESS") {
+			t.Errorf("%s: promtool check rules: %v\n%s", v, err, b)
+		}
 	}
 }

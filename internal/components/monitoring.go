@@ -50,11 +50,16 @@ func renderMonitoring(c *config.DeploymentConfig, r catalog.Release) ([]client.O
 	if err != nil {
 		return nil, err
 	}
+	dash, err := newDashboardConfigMap(c, r)
+	if err != nil {
+		return nil, err
+	}
 	objs := []client.Object{
 		newServiceMonitor(c.Namespace),
 		pr,
 		newMonitoringRole(c.Namespace),
 		newMonitoringRoleBinding(c),
+		dash,
 	}
 	return objs, nil
 }

@@ -59,6 +59,7 @@ func TestMonitoringObjects(t *testing.T) {
 		{"monitoring.coreos.com/v1", "PrometheusRule", "prometheus-kubevirt-rules", []stage.Gate{"api:monitoring.coreos.com/v1/prometheusrules"}},
 		{"rbac.authorization.k8s.io/v1", "Role", "kubevirt-monitoring", []stage.Gate{"api:monitoring.coreos.com/v1/servicemonitors", "monitoring:target"}},
 		{"rbac.authorization.k8s.io/v1", "RoleBinding", "kubevirt-monitoring", []stage.Gate{"api:monitoring.coreos.com/v1/servicemonitors", "monitoring:target"}},
+		{"v1", "ConfigMap", "virtop-kubevirt-control-plane-dashboard", []stage.Gate{"monitoring:grafana-dashboards", "monitoring:target"}},
 	}
 	if len(objs) != len(wants) {
 		t.Fatalf("%d objects, want %d", len(objs), len(wants))

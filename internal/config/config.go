@@ -9,23 +9,46 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/virtop-dev/virtop/internal/version"
 )
 
 // Defaults used when the KubeVirt resource and the settings leave a field
 // empty.
 const (
-	DefaultNamespace          = "kubevirt"
-	DefaultRegistry           = "quay.io/kubevirt"
-	DefaultPullPolicy         = corev1.PullIfNotPresent
-	DefaultMonitorAccount     = "prometheus-k8s"
-	DefaultRunbookURLTemplate = "https://github.com/virtop-dev/virtop/blob/main/docs/runbooks/%s.md"
-	DefaultUninstallStrategy  = "BlockUninstallIfWorkloadsExist"
+	DefaultNamespace         = "kubevirt"
+	DefaultRegistry          = "quay.io/kubevirt"
+	DefaultPullPolicy        = corev1.PullIfNotPresent
+	DefaultMonitorAccount    = "prometheus-k8s"
+	DefaultUninstallStrategy = "BlockUninstallIfWorkloadsExist"
 )
+
+// DefaultRunbookURLTemplate links each alert to its runbook in the docs of
+// the virtop that installs it: the release tag of a released virtop, main
+// for a development build (the operator setting --runbook-url-template
+// overrides it).
+var DefaultRunbookURLTemplate = RunbookURLTemplateFor(version.Version)
+
+// releaseTagRE matches virtop's release tags (v1.2.3, v1.2.3-rc.1); what git
+// describe prints for a commit after a tag (v1.2.3-4-gabcdef0) or a dirty
+// tree does not match.
+var releaseTagRE = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-(rc|alpha|beta)\.[0-9]+)?$`)
+
+// RunbookURLTemplateFor is the runbook URL template of a virtop version:
+// docs/runbooks at that release tag, or at main when the version is not one.
+func RunbookURLTemplateFor(virtopVersion string) string {
+	ref := "main"
+	if releaseTagRE.MatchString(virtopVersion) {
+		ref = virtopVersion
+	}
+	return "https://github.com/virtop-dev/virtop/blob/" + ref + "/docs/runbooks/%s.md"
+}
 
 // Default certificate lifetimes, as upstream: CA 7 days, serving
 // certificates 1 day, renewed when 20% of the lifetime is left.

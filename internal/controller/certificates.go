@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/certs"
@@ -17,12 +16,19 @@ import (
 	"github.com/virtop-dev/virtop/internal/plan"
 )
 
-var certificateExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-	Name: "virtop_certificate_expiry_timestamp_seconds",
-	Help: "When each KubeVirt certificate virtop manages expires (Unix seconds), by Secret name.",
-}, []string{"secret"})
-
-func init() { metrics.Registry.MustRegister(certificateExpiry) }
+var (
+	certificateExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "virtop_certificate_expiry_timestamp_seconds",
+		Help: "When each KubeVirt certificate virtop manages expires (Unix seconds), by Secret name.",
+	}, []string{"secret"})
+	// certificateRenewal is when virtop means to renew each certificate;
+	// KubeVirtCertificateExpiringSoon compares the time left with the
+	// renewal window, so it follows the configured lifetimes.
+	certificateRenewal = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "virtop_certificate_renewal_timestamp_seconds",
+		Help: "When virtop renews each KubeVirt certificate it manages (Unix seconds), by Secret name.",
+	}, []string{"secret"})
+)
 
 // fillCertificates gives the planned certificate Secrets, CA ConfigMaps,
 // webhooks, APIServices and Routes their certificate data: live
@@ -55,6 +61,7 @@ func (r *Reconciler) fillCertificates(ctx context.Context, kv *kvv1.KubeVirt, cf
 	p.Objects = objs
 	for _, c := range rep.Certificates {
 		certificateExpiry.WithLabelValues(c.Name).Set(float64(c.NotAfter.Unix()))
+		certificateRenewal.WithLabelValues(c.Name).Set(float64(c.RenewAt.Unix()))
 		if c.Issued {
 			ctrl.LoggerFrom(ctx).Info("Issued certificate", "secret", c.Name, "notAfter", c.NotAfter.UTC().Format(time.RFC3339), "reason", c.Reason)
 		}

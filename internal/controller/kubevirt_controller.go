@@ -292,6 +292,7 @@ func (r *Reconciler) addFinalizer(ctx context.Context, kv *kvv1.KubeVirt) error 
 func (r *Reconciler) writeStatus(ctx context.Context, orig, kv *kvv1.KubeVirt, f facts) error {
 	conds := conditions(f)
 	kv.Status.Conditions = mergeConditions(kv.Status.Conditions, conds, r.now())
+	setConditionMetrics(kv.Status.Conditions)
 	kv.Status.Phase = phase(f, conds)
 	if (f.ready && f.applyErr == nil && f.strategyFailed == "") || f.invalid != nil {
 		kv.Status.ObservedGeneration = ptr.To(kv.Generation)

@@ -1,7 +1,10 @@
 package controller
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
@@ -36,10 +39,52 @@ var (
 		Name: "kubevirt_configuration_emulation_enabled",
 		Help: "Indicates whether the Software Emulation is enabled in the configuration.",
 	})
+	// kubevirtCondition is what the KubeVirtStalled alert and the
+	// dashboard read: one series per condition of the served KubeVirt
+	// resource, labelled with its current reason.
+	kubevirtCondition = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "virtop_kubevirt_condition",
+		Help: "Conditions of the KubeVirt resource virtop serves: 1 while the condition is True, 0 otherwise, labelled with its reason.",
+	}, []string{"condition", "reason"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(strategyGenerationSeconds, appliedObjects, operatorReady, operatorLeading, emulationEnabled, monitoringGate)
+	metrics.Registry.MustRegister(Collectors()...)
+}
+
+// Collectors are the controller's metrics, for the test that holds the
+// metric catalogue to what virtop exports.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{strategyGenerationSeconds, appliedObjects, operatorReady, operatorLeading, emulationEnabled, monitoringGate, kubevirtCondition, certificateExpiry, certificateRenewal}
+}
+
+var (
+	conditionMu      sync.Mutex
+	conditionReasons = map[string]string{}
+)
+
+// setConditionMetrics sets virtop_kubevirt_condition from the resource's
+// conditions: one series per condition, the series of a reason that is no
+// longer current removed.
+func setConditionMetrics(conds []kvv1.KubeVirtCondition) {
+	conditionMu.Lock()
+	defer conditionMu.Unlock()
+	seen := map[string]bool{}
+	for _, c := range conds {
+		typ := string(c.Type)
+		seen[typ] = true
+		if prev, ok := conditionReasons[typ]; ok && prev != c.Reason {
+			kubevirtCondition.DeleteLabelValues(typ, prev)
+		}
+		conditionReasons[typ] = c.Reason
+		kubevirtCondition.WithLabelValues(typ, c.Reason).Set(b2f(c.Status == corev1.ConditionTrue))
+	}
+	for typ, reason := range conditionReasons {
+		if !seen[typ] {
+			kubevirtCondition.DeleteLabelValues(typ, reason)
+			delete(conditionReasons, typ)
+		}
+	}
 }
 
 // SetOperatorReady reports the operator ready (caches synced).

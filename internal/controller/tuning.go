@@ -111,6 +111,7 @@ func (r *Reconciler) tunePlan(ctx context.Context, cfg *config.DeploymentConfig,
 		return tp, nil
 	}
 	tp.result = e.res
+	p.Objects = e.res.Drop(p.Objects)
 	for i, o := range p.Objects {
 		if !tunable(o) {
 			continue

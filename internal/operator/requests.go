@@ -2,6 +2,7 @@ package operator
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,23 +17,69 @@ var apiRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Requests virtop's operator sent to the API server, by verb (get, list, watch, create, update, patch, delete) and resource (resource.group[/subresource]).",
 }, []string{"verb", "resource"})
 
-func init() { metrics.Registry.MustRegister(apiRequests) }
+// restResults is KubeVirt's client-side REST counter, which every KubeVirt
+// component exports and VirtOperatorRESTErrorsBurst reads: requests by
+// response code ("<error>" when none came back), HTTP method, host, plural
+// resource ("none" outside the resource API) and upper-case verb, as
+// upstream's components label it.
+var restResults = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "kubevirt_rest_client_requests_total",
+	Help: "Number of HTTP requests, partitioned by status code, method, and host.",
+}, []string{"code", "method", "host", "resource", "verb"})
+
+func init() { metrics.Registry.MustRegister(apiRequests, restResults) }
+
+// Collectors are the operator package's metrics, for the test that holds
+// the metric catalogue to what virtop exports.
+func Collectors() []prometheus.Collector { return []prometheus.Collector{apiRequests, restResults} }
 
 // countRequests wraps a client transport so each request increments
-// virtop_api_requests_total; use it with rest.Config.Wrap.
+// virtop_api_requests_total and, with its result,
+// kubevirt_rest_client_requests_total; use it with rest.Config.Wrap.
 func countRequests(rt http.RoundTripper) http.RoundTripper {
-	return &requestCounter{next: rt, counter: apiRequests}
+	return &requestCounter{next: rt, counter: apiRequests, results: restResults}
 }
 
 type requestCounter struct {
 	next    http.RoundTripper
 	counter *prometheus.CounterVec
+	results *prometheus.CounterVec
 }
 
 func (c *requestCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	verb, resource := classifyRequest(req)
 	c.counter.WithLabelValues(verb, resource).Inc()
-	return c.next.RoundTrip(req)
+	resp, err := c.next.RoundTrip(req)
+	code := "<error>"
+	if err == nil {
+		code = strconv.Itoa(resp.StatusCode)
+	}
+	host := req.URL.Host
+	if host == "" {
+		host = req.Host
+	}
+	c.results.WithLabelValues(code, req.Method, host, pluralResource(resource), restVerb(verb, resource)).Inc()
+	return resp, err
+}
+
+// pluralResource is the plural name of a resource[.group][/subresource]
+// as classifyRequest names it; "none" outside the resource API.
+func pluralResource(resource string) string {
+	if resource == "discovery" || resource == "nonresource" {
+		return "none"
+	}
+	name, _, _ := strings.Cut(resource, "/")
+	name, _, _ = strings.Cut(name, ".")
+	return name
+}
+
+// restVerb is KubeVirt's verb label: virtop's verb upper-cased, "none"
+// outside the resource API.
+func restVerb(verb, resource string) string {
+	if pluralResource(resource) == "none" {
+		return "none"
+	}
+	return strings.ToUpper(verb)
 }
 
 // classifyRequest names the verb and resource of an API request the way the

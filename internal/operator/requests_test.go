@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -43,7 +44,8 @@ func (okTransport) RoundTrip(*http.Request) (*http.Response, error) {
 
 func TestRequestCounterCounts(t *testing.T) {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x"}, []string{"verb", "resource"})
-	rt := &requestCounter{next: okTransport{}, counter: c}
+	res := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "y"}, []string{"code", "method", "host", "resource", "verb"})
+	rt := &requestCounter{next: okTransport{}, counter: c, results: res}
 	for _, u := range []string{"/api/v1/nodes?watch=true", "/api/v1/nodes?watch=true", "/api/v1/nodes"} {
 		if _, err := rt.RoundTrip(httptest.NewRequest("GET", u, nil)); err != nil {
 			t.Fatal(err)
@@ -55,8 +57,34 @@ func TestRequestCounterCounts(t *testing.T) {
 	if got := testutil.ToFloat64(c.WithLabelValues("list", "nodes")); got != 1 {
 		t.Errorf("list nodes = %v, want 1", got)
 	}
-	// The operator's client transport is wrapped.
-	if countRequests(okTransport{}).(*requestCounter).counter != apiRequests {
-		t.Error("countRequests does not use virtop_api_requests_total")
+	// KubeVirt's REST counter, labelled as upstream's components label it.
+	if got := testutil.ToFloat64(res.WithLabelValues("200", "GET", "example.com", "nodes", "WATCH")); got != 2 {
+		t.Errorf("kubevirt_rest_client_requests_total 200 GET nodes WATCH = %v, want 2", got)
 	}
+	if got := testutil.ToFloat64(res.WithLabelValues("200", "GET", "example.com", "nodes", "LIST")); got != 1 {
+		t.Errorf("kubevirt_rest_client_requests_total 200 GET nodes LIST = %v, want 1", got)
+	}
+	bad := &requestCounter{next: failTransport{}, counter: c, results: res}
+	if _, err := bad.RoundTrip(httptest.NewRequest("PATCH", "/apis/apps/v1/namespaces/kubevirt/deployments/virt-api/status", nil)); err == nil {
+		t.Fatal("failing transport returned no error")
+	}
+	if got := testutil.ToFloat64(res.WithLabelValues("<error>", "PATCH", "example.com", "deployments", "PATCH")); got != 1 {
+		t.Errorf("failed PATCH deployments = %v, want 1", got)
+	}
+	if _, err := rt.RoundTrip(httptest.NewRequest("GET", "/version", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(res.WithLabelValues("200", "GET", "example.com", "none", "none")); got != 1 {
+		t.Errorf("GET /version = %v, want 1 under resource and verb none", got)
+	}
+	// The operator's client transport is wrapped.
+	if w := countRequests(okTransport{}).(*requestCounter); w.counter != apiRequests || w.results != restResults {
+		t.Error("countRequests does not use virtop_api_requests_total and kubevirt_rest_client_requests_total")
+	}
+}
+
+type failTransport struct{}
+
+func (failTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, errors.New("connection refused")
 }

@@ -19,13 +19,15 @@ import (
 // get the labels the chosen Prometheus selects on, the PrometheusRule moves
 // when the install namespace is not selected, the RoleBinding's subjects
 // become the resolved accounts, and on OpenShift the install namespace gets
-// the label the platform Prometheus selects namespaces by. The objects are
+// the label the platform Prometheus selects namespaces by; the Grafana
+// dashboard ConfigMap moves to the namespace of the dashboard sidecar
+// convention found. The objects are
 // the plan's own copies. It returns nil when no facts were gathered.
 func PlaceMonitoring(p *Plan, in *placement.Input) *placement.Placement {
 	if in == nil {
 		return nil
 	}
-	var sm, rule, binding client.Object
+	var sm, rule, binding, dash client.Object
 	for _, o := range p.Objects {
 		kind := o.GetObjectKind().GroupVersionKind().Kind
 		switch {
@@ -35,6 +37,8 @@ func PlaceMonitoring(p *Plan, in *placement.Input) *placement.Placement {
 			rule = o
 		case kind == "RoleBinding" && o.GetName() == vocab.MonitoringRBACName:
 			binding = o
+		case kind == "ConfigMap" && o.GetName() == vocab.DashboardConfigMapName:
+			dash = o
 		}
 	}
 	var objs placement.Objects
@@ -55,6 +59,11 @@ func PlaceMonitoring(p *Plan, in *placement.Input) *placement.Placement {
 	}
 	if binding != nil {
 		setSubjects(binding, pl.Subjects)
+	}
+	// The Grafana dashboard goes where a dashboard sidecar convention is
+	// (its gate passed, so there is one).
+	if dash != nil && pl.DashboardNamespace != "" {
+		dash.SetNamespace(pl.DashboardNamespace)
 	}
 	if len(pl.InstallNamespaceLabels) > 0 {
 		p.Objects = append(p.Objects, namespaceLabels(in.InstallNamespace, pl.InstallNamespaceLabels))

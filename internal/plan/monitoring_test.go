@@ -151,3 +151,54 @@ func TestPlaceMonitoringOpenShift(t *testing.T) {
 		t.Errorf("namespace stage %s %v", st, err)
 	}
 }
+
+// TestPlaceDashboard: the Grafana dashboard ConfigMap is applied, beside
+// the chosen Prometheus, only where a dashboard sidecar convention was
+// found; otherwise its gate stays closed.
+func TestPlaceDashboard(t *testing.T) {
+	s, cfg := generate(t)
+	in := func(dashboards ...string) *placement.Input {
+		return &placement.Input{
+			InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+			Namespaces: map[string]map[string]string{"kubevirt": {}, "observability": {}},
+			Prometheuses: []placement.PrometheusInfo{{
+				Namespace: "observability", Name: "k8s", CreationTimestamp: time.Unix(0, 0), ServiceAccountName: "prometheus",
+				ServiceMonitorSelector: &metav1.LabelSelector{}, ServiceMonitorNamespaceSelector: &metav1.LabelSelector{},
+				RuleSelector: &metav1.LabelSelector{}, RuleNamespaceSelector: &metav1.LabelSelector{},
+			}},
+			DashboardNamespaces: dashboards,
+		}
+	}
+	dashboard := func(p *Plan) *corev1.ConfigMap {
+		for _, o := range p.Objects {
+			if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == "virtop-kubevirt-control-plane-dashboard" {
+				return cm
+			}
+		}
+		return nil
+	}
+	p := Build(s, cfg, Capabilities{APIs: allAPIs(), Nodes: 1, Monitoring: in()})
+	if dashboard(p) != nil {
+		t.Error("dashboard applied without a Grafana sidecar convention")
+	}
+	closed := false
+	for _, c := range p.Closed {
+		if c.Object.Name == "virtop-kubevirt-control-plane-dashboard" && c.Gate == stage.GrafanaDashboards {
+			closed = true
+		}
+	}
+	if !closed {
+		t.Errorf("the dashboard's closed gate is not recorded: %v", p.Closed)
+	}
+	p = Build(s, cfg, Capabilities{APIs: allAPIs(), Nodes: 1, Monitoring: in("grafana", "observability")})
+	cm := dashboard(p)
+	if cm == nil || cm.Namespace != "observability" || cm.Labels["grafana_dashboard"] != "1" {
+		t.Fatalf("dashboard %+v, want it in observability labelled grafana_dashboard=1", cm)
+	}
+	if p.Monitoring.DashboardNamespace != "observability" {
+		t.Errorf("placement %+v", p.Monitoring)
+	}
+	if p := Build(s, cfg, Capabilities{APIs: allAPIs(), Nodes: 1}); dashboard(p) != nil {
+		t.Error("dashboard applied without monitoring facts")
+	}
+}

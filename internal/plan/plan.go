@@ -48,6 +48,8 @@ func (c Capabilities) Open(g stage.Gate) bool {
 		return c.VirtAPIServing
 	case stage.MonitoringTarget:
 		return c.Monitoring != nil
+	case stage.GrafanaDashboards:
+		return c.Monitoring != nil && len(c.Monitoring.DashboardNamespaces) > 0
 	}
 	return false
 }

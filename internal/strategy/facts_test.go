@@ -59,7 +59,8 @@ var v153Objects = map[string][]string{
 		"kubevirt-operator-certs", "kubevirt-virt-api-certs", "kubevirt-virt-handler-certs",
 		"kubevirt-virt-handler-server-certs",
 	},
-	"ConfigMap":                        {"kubevirt-ca", "kubevirt-export-ca"},
+	// virtop adds its Grafana dashboard (docs/upstream-differences.md).
+	"ConfigMap":                        {"kubevirt-ca", "kubevirt-export-ca", "virtop-kubevirt-control-plane-dashboard"},
 	"Deployment":                       {"virt-api", "virt-controller", "virt-exportproxy"},
 	"DaemonSet":                        {"virt-handler"},
 	"ServiceMonitor":                   {"prometheus-kubevirt-rules"},

@@ -83,4 +83,7 @@ const (
 	// MonitoringRBACName names the Role and RoleBinding that let
 	// Prometheus discover and scrape the install namespace's targets.
 	MonitoringRBACName = "kubevirt-monitoring"
+	// DashboardConfigMapName names the ConfigMap that ships virtop's
+	// Grafana dashboard of the KubeVirt control plane (not upstream's).
+	DashboardConfigMapName = "virtop-kubevirt-control-plane-dashboard"
 )

@@ -14,6 +14,7 @@ package metrics
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -36,24 +37,36 @@ const (
 	VirtOperator   = "virt-operator"
 )
 
-// allComponents expose the REST client and workqueue metrics.
-var allComponents = []string{VirtAPI, VirtController, VirtHandler, VirtOperator}
+// ComponentPods maps each component to the prefix of its pods' names
+// (Deployment or DaemonSet name and a dash): what a rule's pod matcher
+// selects it by.
+var ComponentPods = map[string]string{
+	VirtAPI:        "virt-api-",
+	VirtController: "virt-controller-",
+	VirtHandler:    "virt-handler-",
+	VirtOperator:   "virt-operator-",
+}
+
+var (
+	metricNameRE = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+	labelNameRE  = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+)
 
 // Metric is one exposed metric.
 type Metric struct {
-	Name string
-	Type Type
+	Name string `json:"name"`
+	Type Type   `json:"type"`
 	// Labels are the labels the exporter itself sets on the series (the
 	// target labels of the source are added by the scrape).
-	Labels []string
+	Labels []string `json:"labels,omitempty"`
 	// Components lists the KubeVirt components that expose it (empty for
 	// external sources).
-	Components []string
+	Components []string `json:"components,omitempty"`
 	// AllowListed are labels an exporter adds only when configured to,
 	// with the setting that enables them (kube-state-metrics'
 	// --metric-labels-allowlist). A rule may match on them, but the check
 	// reports the requirement.
-	AllowListed map[string]string
+	AllowListed map[string]string `json:"-"`
 }
 
 // Source is where series come from: one scrape job (or, for `up`,
@@ -109,18 +122,14 @@ type Series struct {
 }
 
 // Versions lists the catalogue versions, sorted.
-func Versions() []string {
-	out := make([]string, 0, len(kubevirtMetrics))
-	for v := range kubevirtMetrics {
-		out = append(out, v)
-	}
-	sort.Strings(out)
-	return out
-}
+func Versions() []string { return releases() }
 
 // For returns the catalogue of a version.
 func For(version string) (*Catalogue, error) {
-	mk, ok := kubevirtMetrics[version]
+	ms, ok, err := kubevirtMetrics(version)
+	if err != nil {
+		return nil, err
+	}
 	if !ok {
 		return nil, fmt.Errorf("metrics: no catalogue for version %q (have %s)", version, strings.Join(Versions(), ", "))
 	}
@@ -130,7 +139,7 @@ func For(version string) (*Catalogue, error) {
 		Job:          KubeVirtJob,
 		JobFixed:     true,
 		TargetLabels: KubeVirtTargetLabels(),
-		Metrics:      mk(),
+		Metrics:      ms,
 	})
 	c.Sources = append(c.Sources, externalSources()...)
 	c.index()

@@ -37,6 +37,7 @@ func kubeStateMetrics() Source {
 			{Name: "kube_node_labels", Type: Gauge, Labels: []string{"node"},
 				AllowListed: map[string]string{"label_kubevirt_io_schedulable": NodeSchedulableAllowList}},
 			{Name: "kube_node_spec_unschedulable", Type: Gauge, Labels: []string{"node"}},
+			{Name: "kube_node_role", Type: Gauge, Labels: []string{"node", "role"}},
 			{Name: "kube_node_status_condition", Type: Gauge, Labels: []string{"node", "condition", "status"}},
 			{Name: "kube_pod_info", Type: Gauge, Labels: with(pod, "host_ip", "pod_ip", "node", "created_by_kind", "created_by_name", "priority_class", "host_network")},
 			{Name: "kube_pod_status_ready", Type: Gauge, Labels: with(pod, "condition")},

@@ -116,6 +116,11 @@ type Input struct {
 	// namespace openshift.io/cluster-monitoring=true when the platform
 	// Prometheus needs it to select the objects there.
 	OpenShift bool
+	// DashboardNamespaces are the namespaces, of those looked at
+	// (DashboardCandidates), where a Grafana dashboard sidecar convention
+	// is present: ConfigMaps labelled grafana_dashboard that virtop did not
+	// make. None closes the dashboard's gate.
+	DashboardNamespaces []string
 }
 
 // Objects are the labels the monitoring objects carry whatever the
@@ -142,6 +147,11 @@ type Placement struct {
 	// InstallNamespaceLabels are added to the install namespace (OpenShift:
 	// openshift.io/cluster-monitoring=true).
 	InstallNamespaceLabels map[string]string
+	// DashboardNamespace is where the Grafana dashboard ConfigMap goes:
+	// the chosen Prometheus's namespace, else the ServiceMonitor's, else
+	// the first namespace with a dashboard sidecar convention; empty when
+	// there is none.
+	DashboardNamespace string
 	// Prometheus is the chosen Prometheus, "namespace/name", if any.
 	Prometheus string
 	// Selected is true when the chosen Prometheus selects both objects.
@@ -181,6 +191,50 @@ func AccountCandidates(s config.Monitoring, havePrometheus bool) []types.Namespa
 		out = append(out, types.NamespacedName{Namespace: ns, Name: account})
 	}
 	return out
+}
+
+// DashboardCandidates are the namespaces worth looking in for a Grafana
+// dashboard sidecar convention: those Resolve reads, and upstream's default
+// monitoring namespaces.
+func DashboardCandidates(in Input) []string {
+	set := map[string]bool{}
+	for _, ns := range NamespacesToRead(in) {
+		set[ns] = true
+	}
+	for _, ns := range DefaultMonitorNamespaces {
+		set[ns] = true
+	}
+	out := make([]string, 0, len(set))
+	for ns := range set {
+		out = append(out, ns)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// dashboardNamespace picks where the dashboard ConfigMap goes among the
+// namespaces with a sidecar convention.
+func dashboardNamespace(in Input, p Placement, chosen *choice) string {
+	have := map[string]bool{}
+	for _, ns := range in.DashboardNamespaces {
+		have[ns] = true
+	}
+	var prefer []string
+	if chosen != nil {
+		prefer = append(prefer, chosen.prom.Namespace)
+	}
+	prefer = append(prefer, p.ServiceMonitorNamespace, in.Settings.MonitorNamespace)
+	for _, ns := range prefer {
+		if ns != "" && have[ns] {
+			return ns
+		}
+	}
+	sorted := append([]string(nil), in.DashboardNamespaces...)
+	sort.Strings(sorted)
+	if len(sorted) > 0 {
+		return sorted[0]
+	}
+	return ""
 }
 
 // NamespacesToRead are the namespaces whose labels Resolve may look at.
@@ -287,6 +341,8 @@ func Resolve(in Input, objs Objects) Placement {
 		out.RuleNamespace = ""
 		out.RuleLabels = nil
 	}
+
+	out.DashboardNamespace = dashboardNamespace(in, out, chosen)
 
 	// Reason and message.
 	where := r.describeWhere(out)
@@ -646,6 +702,9 @@ func (r resolver) describeWhere(p Placement) string {
 	}
 	if len(p.InstallNamespaceLabels) > 0 {
 		parts = append(parts, fmt.Sprintf("namespace %s labelled %s", r.in.InstallNamespace, FormatLabels(p.InstallNamespaceLabels)))
+	}
+	if p.DashboardNamespace != "" {
+		parts = append(parts, "Grafana dashboard ConfigMap in "+p.DashboardNamespace)
 	}
 	if r.in.ServiceMonitorAPI {
 		if len(p.Subjects) == 0 {

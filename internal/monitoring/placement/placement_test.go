@@ -449,6 +449,40 @@ func TestFromPrometheus(t *testing.T) {
 	}
 }
 
+// TestDashboardNamespace: the Grafana dashboard goes where a dashboard
+// sidecar convention is present, preferring the chosen Prometheus's
+// namespace, then the ServiceMonitor's; none closes it out.
+func TestDashboardNamespace(t *testing.T) {
+	base := Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true}
+	cases := []struct {
+		name       string
+		proms      []PrometheusInfo
+		settings   config.Monitoring
+		dashboards []string
+		want       string
+	}{
+		{"no convention anywhere", []PrometheusInfo{kubePrometheus()}, config.Monitoring{}, nil, ""},
+		{"beside the chosen Prometheus", []PrometheusInfo{kubePrometheusStack("observability", "kps", t0)}, config.Monitoring{}, []string{"grafana", "observability"}, "observability"},
+		{"the only namespace with the convention", []PrometheusInfo{kubePrometheus()}, config.Monitoring{}, []string{"grafana"}, "grafana"},
+		{"the user's monitor namespace", nil, config.Monitoring{MonitorNamespace: "mon", MonitorAccount: "prom"}, []string{"a", "mon"}, "mon"},
+		{"first of several, sorted", nil, config.Monitoring{}, []string{"zeta", "alpha"}, "alpha"},
+	}
+	for _, c := range cases {
+		in := base
+		in.Prometheuses, in.Settings, in.DashboardNamespaces = c.proms, c.settings, c.dashboards
+		p := Resolve(in, objs)
+		if p.DashboardNamespace != c.want {
+			t.Errorf("%s: dashboard in %q, want %q", c.name, p.DashboardNamespace, c.want)
+		}
+		if c.want != "" && !strings.Contains(p.Message, "Grafana dashboard ConfigMap in "+c.want) {
+			t.Errorf("%s: message %q does not say where the dashboard went", c.name, p.Message)
+		}
+	}
+	if got := DashboardCandidates(Input{InstallNamespace: "kubevirt", Prometheuses: []PrometheusInfo{kubePrometheusStack("obs", "kps", t0)}}); !reflect.DeepEqual(got, []string{"kubevirt", "monitoring", "obs", "openshift-monitoring"}) {
+		t.Errorf("candidates %v", got)
+	}
+}
+
 func TestSelected(t *testing.T) {
 	stack := kubePrometheusStack("monitoring", "kps", t0)
 	own := kubePrometheus()

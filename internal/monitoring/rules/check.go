@@ -335,6 +335,24 @@ func (in *inferrer) selector(vs *parser.VectorSelector) labelSet {
 		return nil
 	}
 	sources := s.Sources
+	// A pod matcher on a KubeVirt component's series must select the pods
+	// of a component that exposes it.
+	if len(s.Metric.Components) > 0 {
+		for _, m := range vs.LabelMatchers {
+			if m.Name != "pod" || (m.Type != labels.MatchEqual && m.Type != labels.MatchRegexp) {
+				continue
+			}
+			ok := false
+			for _, c := range s.Metric.Components {
+				if prefix, known := metrics.ComponentPods[c]; known && m.Matches(prefix+"5d8f7c9b4-x2x7q") {
+					ok = true
+				}
+			}
+			if !ok {
+				in.problem("%s: %s selects pods of no component that exposes %s (%s)", vs.String(), m.String(), name, strings.Join(s.Metric.Components, ", "))
+			}
+		}
+	}
 	// A job matcher selects the sources; it must name a job that
 	// produces this series.
 	for _, m := range vs.LabelMatchers {
@@ -365,6 +383,9 @@ func (in *inferrer) selector(vs *parser.VectorSelector) labelSet {
 	ls := labelSet{"__name__": true}
 	for _, l := range s.Metric.Labels {
 		ls[l] = true
+	}
+	if s.Metric.Type == metrics.Histogram && strings.HasSuffix(name, "_bucket") {
+		ls["le"] = true
 	}
 	for l := range s.Metric.AllowListed {
 		ls[l] = true
@@ -521,6 +542,32 @@ func (in *inferrer) binary(n *parser.BinaryExpr) labelSet {
 		return r
 	}
 	vm := n.VectorMatching
+	// One-to-one matching without on() matches series whose labels (all
+	// but the ignored ones) are equal; sides that carry different labels
+	// never match, and the result is always empty.
+	if vm != nil && vm.Card == parser.CardOneToOne && !vm.On && l != nil && r != nil && !n.Op.IsSetOperator() {
+		ignored := map[string]bool{"__name__": true}
+		for _, x := range vm.MatchingLabels {
+			ignored[x] = true
+		}
+		var onlyL, onlyR []string
+		for k := range l {
+			if !r[k] && !ignored[k] {
+				onlyL = append(onlyL, k)
+			}
+		}
+		for k := range r {
+			if !l[k] && !ignored[k] {
+				onlyR = append(onlyR, k)
+			}
+		}
+		if len(onlyL)+len(onlyR) > 0 {
+			sort.Strings(onlyL)
+			sort.Strings(onlyR)
+			in.problem("%s between sides with different labels never matches (only the left side has [%s], only the right side [%s]); match with on(...) or ignoring(...)",
+				n.Op, strings.Join(onlyL, ", "), strings.Join(onlyR, ", "))
+		}
+	}
 	if vm != nil && vm.On && l != nil && r != nil {
 		for _, name := range vm.MatchingLabels {
 			if !l[name] {

@@ -148,6 +148,12 @@ func TestWrongRulesAreCaught(t *testing.T) {
 			rule: alert("virt_api_down", "kubevirt_virt_api_up == 0"), want: "not PascalCase"},
 		{name: "expression does not parse", version: "v1.5.3",
 			rule: alert("VirtAPIDown", "sum(kubevirt_virt_api_up"), want: "does not parse"},
+		// Upstream v1.6.6's guest queue record: the load gauge has the
+		// scrape's target labels, the vCPU count does not.
+		{name: "one-to-one match between different label sets", version: "v1.6.6",
+			rule: alert("VirtAPIDown", "clamp_min(kubevirt_vmi_guest_load_1m - kubevirt_vmi_vcpu_count, 0) > 10"), want: "never matches"},
+		{name: "pod of a component that does not expose the metric", version: "v1.9.0",
+			rule: alert("VirtAPIDown", "kubevirt_workqueue_depth{pod=~'virt-operator-.*'} > 10"), want: "selects pods of no component"},
 		{name: "bad record name", version: "v1.5.3",
 			rule: monitoringv1.Rule{Record: "Kubevirt-Thing", Expr: intstr.FromString("vector(1)")}, want: "record name"},
 	}

@@ -147,17 +147,22 @@ type RuleSet struct {
 	Alerts         []Alert
 }
 
-// AlertNames lists the set's alert names, sorted.
+// AlertNames lists the set's alert names, sorted, each once (an alert may
+// have a rule per severity, as GuestFilesystemAlmostOutOfSpace does).
 func (s RuleSet) AlertNames() []string {
+	seen := map[string]bool{}
 	out := make([]string, 0, len(s.Alerts))
 	for _, a := range s.Alerts {
-		out = append(out, a.Name)
+		if !seen[a.Name] {
+			seen[a.Name] = true
+			out = append(out, a.Name)
+		}
 	}
 	sort.Strings(out)
 	return out
 }
 
-// Alert finds an alert by name.
+// Alert finds an alert by name (the first rule of that name).
 func (s RuleSet) Alert(name string) (Alert, bool) {
 	for _, a := range s.Alerts {
 		if a.Name == name {
@@ -165,6 +170,17 @@ func (s RuleSet) Alert(name string) (Alert, bool) {
 		}
 	}
 	return Alert{}, false
+}
+
+// AlertRules returns every rule of an alert name: one, or one per severity.
+func (s RuleSet) AlertRules(name string) []Alert {
+	var out []Alert
+	for _, a := range s.Alerts {
+		if a.Name == name {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // Records lists the names of the series the set records, sorted and
@@ -230,10 +246,13 @@ func (s RuleSet) Validate() error {
 		if !alertNameRE.MatchString(a.Name) {
 			return fmt.Errorf("rule set %s: alert %d: bad name %q", s.Name, i, a.Name)
 		}
-		if seenAlert[a.Name] {
+		// One name may have a rule per severity (warning and critical
+		// thresholds of the same condition), never two of one severity.
+		if k := a.Name + "/" + string(a.Severity); seenAlert[k] {
 			return fmt.Errorf("rule set %s: alert %s defined twice", s.Name, a.Name)
+		} else {
+			seenAlert[k] = true
 		}
-		seenAlert[a.Name] = true
 		if a.Expr == nil {
 			return fmt.Errorf("rule set %s: alert %s has no expression", s.Name, a.Name)
 		}

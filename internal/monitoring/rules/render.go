@@ -8,6 +8,7 @@ import (
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
 )
 
 // Group names, as upstream's rule library names them.
@@ -118,7 +119,9 @@ func RenderSet(set RuleSet, opts Options) (*monitoringv1.PrometheusRuleSpec, err
 		}
 		p := a.Defaults()
 		for k, v := range tune.Parameters {
-			p[k] = v
+			if _, ok := p[k]; ok {
+				p[k] = v // a parameter applies to the rules that declare it
+			}
 		}
 		r := renderAlert(a, p, opts)
 		if tune.Severity != "" {
@@ -190,8 +193,8 @@ func checkTuning(set RuleSet, tuning map[string]AlertTuning) error {
 	sort.Strings(names)
 	for _, name := range names {
 		t := tuning[name]
-		a, ok := set.Alert(name)
-		if !ok {
+		variants := set.AlertRules(name)
+		if len(variants) == 0 {
 			return fmt.Errorf("rules: tuning names unknown alert %q (rule set %s has %s)", name, set.Name, strings.Join(set.AlertNames(), ", "))
 		}
 		if t.Severity != "" && !t.Severity.valid() {
@@ -208,14 +211,10 @@ func checkTuning(set RuleSet, tuning map[string]AlertTuning) error {
 				return fmt.Errorf("rules: alert %s: label %s is set by virtop and cannot be overridden", name, l)
 			}
 		}
-		declared := a.Defaults()
+		declared := DeclaredParameters(variants)
 		for p, v := range t.Parameters {
 			if _, ok := declared[p]; !ok {
-				var have []string
-				for _, d := range a.Parameters {
-					have = append(have, d.Name)
-				}
-				return fmt.Errorf("rules: alert %s has no parameter %q (declared: %s)", name, p, strings.Join(have, ", "))
+				return fmt.Errorf("rules: alert %s has no parameter %q (declared: %s)", name, p, strings.Join(sortedKeys(declared), ", "))
 			}
 			if !paramValueRE.MatchString(v) && !durationRE.MatchString(v) || v == "" {
 				return fmt.Errorf("rules: alert %s: parameter %s: %q is neither a number nor a duration", name, p, v)
@@ -250,6 +249,14 @@ func renderAlert(a Alert, p Params, opts Options) monitoringv1.Rule {
 	return r
 }
 
+// RuleFile writes a PrometheusRule spec as a plain Prometheus rule file
+// (top-level groups:), the form promtool check rules, pint and the Thanos
+// and Mimir rulers read. Strings that YAML 1.1 readers would take for
+// booleans or numbers are quoted.
+func RuleFile(spec *monitoringv1.PrometheusRuleSpec) ([]byte, error) {
+	return yaml.Marshal(spec)
+}
+
 // CheckRunbookURLTemplate checks the template holds exactly one %s and no
 // other formatting verb (the same rule the deployment config enforces).
 func CheckRunbookURLTemplate(t string) error {
@@ -262,6 +269,30 @@ func CheckRunbookURLTemplate(t string) error {
 // RunbookURL formats an alert's runbook URL from a checked template.
 func RunbookURL(template, alert string) string {
 	return strings.Replace(template, "%s", alert, 1)
+}
+
+// DeclaredParameters are the parameters the rules of one alert declare,
+// with the first default found: tuning a parameter changes every rule of
+// the alert that declares it.
+func DeclaredParameters(variants []Alert) map[string]string {
+	out := map[string]string{}
+	for _, a := range variants {
+		for _, p := range a.Parameters {
+			if _, ok := out[p.Name]; !ok {
+				out[p.Name] = p.Default
+			}
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func copyMap(m map[string]string) map[string]string {

@@ -99,11 +99,14 @@ type wantAlert struct {
 }
 
 // Upstream v1.5.3's 23 alerts (upstream-facts 7.3) plus virtop's
-// KubeVirtControlPlaneDown.
+// KubeVirtControlPlaneDown, KubeVirtCertificateExpiringSoon and
+// KubeVirtResourceStalled.
 var wantAlertsV153 = []wantAlert{
+	{"KubeVirtCertificateExpiringSoon", "15m", "critical", "warning"},
 	{"KubeVirtControlPlaneDown", "10m", "critical", "critical"},
 	{"KubeVirtDeprecatedAPIRequested", "", "info", "none"},
 	{"KubeVirtNoAvailableNodesToRunVMs", "5m", "warning", "critical"},
+	{"KubeVirtResourceStalled", "5m", "warning", "warning"},
 	{"KubeVirtVMIExcessiveMigrations", "", "warning", "none"},
 	{"LowKVMNodesCount", "5m", "warning", "warning"},
 	{"LowReadyVirtControllersCount", "10m", "warning", "warning"},
@@ -206,6 +209,83 @@ func TestVersionDifferences(t *testing.T) {
 	}
 }
 
+// TestCounts: rules per release, upstream's (the reference PrometheusRule
+// upstream's operator renders: v1.5.3 23 alerts and 21 records, v1.6.6
+// 26/24, v1.7.4 28/25, v1.8.4 and v1.9.0 38/57, v1.5.0 27/21) plus
+// virtop's three alerts.
+func TestCounts(t *testing.T) {
+	want := map[string][2]int{
+		"v1.5.0": {30, 21}, "v1.5.3": {26, 21}, "v1.6.6": {29, 24},
+		"v1.7.4": {31, 25}, "v1.8.4": {41, 57}, "v1.9.0": {41, 57},
+	}
+	for _, set := range Names() {
+		spec := render(t, set, "kubevirt")
+		got := [2]int{len(group(t, spec, AlertsGroup).Rules), len(group(t, spec, RecordingRulesGroup).Rules)}
+		if got != want[set] {
+			t.Errorf("%s: %d alerts and %d recording rules, want %d and %d", set, got[0], got[1], want[set][0], want[set][1])
+		}
+	}
+}
+
+// TestDeltaErrors: a delta that names what its base lacks, or adds what
+// it has, makes Lookup fail.
+func TestDeltaErrors(t *testing.T) {
+	base, _ := Lookup("v1.5.3")
+	good := base.Alerts[0]
+	cases := map[string]func(*editor){
+		"remove missing alert":  func(e *editor) { e.removeAlerts("NoSuchAlert") },
+		"edit missing alert":    func(e *editor) { e.editAlert("NoSuchAlert", func(*Alert) {}) },
+		"add present alert":     func(e *editor) { e.addAlerts(good) },
+		"set missing record":    func(e *editor) { e.setRecord("no_such_record", nil, constRecord("vector(1)")) },
+		"remove missing record": func(e *editor) { e.removeRecords("no_such_record") },
+		"add present record":    func(e *editor) { e.addRecords(base.RecordingRules[0]) },
+		"read missing record":   func(e *editor) { e.record("no_such_record", nil) },
+	}
+	for name, delta := range cases {
+		releases["test"] = release{base: "v1.5.3", delta: delta}
+		if _, err := Lookup("test"); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	releases["test"] = release{base: "v1.5.3", delta: func(e *editor) { e.removeAlerts(good.Name); e.addAlerts(good) }}
+	if _, err := Lookup("test"); err != nil {
+		t.Errorf("remove then add: %v", err)
+	}
+	delete(releases, "test")
+}
+
+// TestOneNameTwoSeverities: an alert may have a rule per severity
+// (GuestFilesystemAlmostOutOfSpace); tuning its name tunes both, a
+// parameter applies to the rules that declare it.
+func TestOneNameTwoSeverities(t *testing.T) {
+	set, _ := Lookup("v1.9.0")
+	if n := len(set.AlertRules("GuestFilesystemAlmostOutOfSpace")); n != 2 {
+		t.Fatalf("%d rules of GuestFilesystemAlmostOutOfSpace, want 2", n)
+	}
+	spec, err := Render(Options{RuleSet: "v1.9.0", Namespace: "kubevirt", RunbookURLTemplate: testTemplate,
+		Alerts: map[string]AlertTuning{"GuestFilesystemAlmostOutOfSpace": {Parameters: map[string]string{"critical_percent": "97"}, Labels: map[string]string{"team": "vms"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range group(t, spec, AlertsGroup).Rules {
+		if r.Alert != "GuestFilesystemAlmostOutOfSpace" {
+			continue
+		}
+		n++
+		if r.Labels["team"] != "vms" || !strings.Contains(r.Expr.StrVal, " 97") {
+			t.Errorf("%s rule not tuned: %s %v", r.Labels["severity"], r.Expr.StrVal, r.Labels)
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d rules rendered, want 2", n)
+	}
+	dup := RuleSet{Name: "t", Alerts: []Alert{set.AlertRules("GuestFilesystemAlmostOutOfSpace")[0], set.AlertRules("GuestFilesystemAlmostOutOfSpace")[0]}}
+	if err := dup.Validate(); err == nil {
+		t.Error("two rules of one name and severity accepted")
+	}
+}
+
 func TestRunbookURLTemplate(t *testing.T) {
 	spec, err := Render(Options{RuleSet: "v1.5.3", Namespace: "kubevirt", RunbookURLTemplate: "https://kubevirt.io/monitoring/runbooks/%s"})
 	if err != nil {
@@ -229,7 +309,7 @@ func TestUnknownRuleSet(t *testing.T) {
 	if !errors.As(err, &u) || u.Name != "v0.1.0" {
 		t.Fatalf("err = %v, want UnknownRuleSetError for v0.1.0", err)
 	}
-	if want := []string{"v1.5.0", "v1.5.3"}; !reflect.DeepEqual(Names(), want) {
+	if want := []string{"v1.5.0", "v1.5.3", "v1.6.6", "v1.7.4", "v1.8.4", "v1.9.0"}; !reflect.DeepEqual(Names(), want) {
 		t.Errorf("Names() = %v, want %v", Names(), want)
 	}
 }
@@ -284,14 +364,23 @@ func TestLookupReturnsFreshCopies(t *testing.T) {
 	}
 }
 
-// TestAlertInputsRecorded: the two *Down alerts read series the same set
-// records, so they work with nothing but the ServiceMonitor's targets.
+// TestAlertInputsRecorded: the *Down alerts read series the same set
+// records: up to v1.6 the ServiceMonitor's targets, from v1.7 (virt-
+// controller) and v1.8 (all) the pods' phase from kube-state-metrics.
 func TestAlertInputsRecorded(t *testing.T) {
-	inputs := map[string]string{
-		"VirtAPIDown":        "kubevirt_virt_api_up",
-		"VirtControllerDown": "kubevirt_virt_controller_up",
+	byRelease := map[string]map[string]string{
+		"v1.5.0": {"VirtAPIDown": "kubevirt_virt_api_up", "VirtControllerDown": "kubevirt_virt_controller_up"},
+		"v1.5.3": {"VirtAPIDown": "kubevirt_virt_api_up", "VirtControllerDown": "kubevirt_virt_controller_up"},
+		"v1.6.6": {"VirtAPIDown": "kubevirt_virt_api_up", "VirtControllerDown": "kubevirt_virt_controller_up"},
+		"v1.7.4": {"VirtAPIDown": "kubevirt_virt_api_up", "VirtControllerDown": "cluster:kubevirt_virt_controller_pods_running:count"},
+		"v1.8.4": {"VirtAPIDown": "cluster:kubevirt_virt_api_pods_running:count", "VirtHandlerDown": "cluster:kubevirt_virt_handler_pods_running:count"},
+		"v1.9.0": {"VirtAPIDown": "cluster:kubevirt_virt_api_pods_running:count", "VirtOperatorDown": "cluster:kubevirt_virt_operator_pods_running:count"},
 	}
 	for _, name := range Names() {
+		inputs, ok := byRelease[name]
+		if !ok {
+			t.Fatalf("no expectation for rule set %s", name)
+		}
 		set, _ := Lookup(name)
 		recs := map[string]bool{}
 		for _, r := range set.Records() {

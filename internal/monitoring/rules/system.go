@@ -136,7 +136,7 @@ func vmsnapshotRecordingRules() []RecordingRule {
 	}
 }
 
-func systemAlerts(v version) []Alert {
+func systemAlerts() []Alert {
 	return []Alert{
 		{
 			Name: "LowKVMNodesCount",

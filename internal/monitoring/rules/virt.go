@@ -73,8 +73,8 @@ func virtRecordingRules() []RecordingRule {
 	}
 }
 
-func virtAPIAlerts(v version) []Alert {
-	out := []Alert{
+func virtAPIAlerts() []Alert {
+	return []Alert{
 		{
 			Name:         "VirtAPIDown",
 			Expr:         constExpr("kubevirt_virt_api_up == 0"),
@@ -105,14 +105,10 @@ func virtAPIAlerts(v version) []Alert {
 			Description:  "Detected requests to the deprecated {{ $labels.resource }}.{{ $labels.group }}/{{ $labels.version }} API.",
 		},
 	}
-	if v.restErrorsHigh {
-		out = append(out, restErrorsHigh("VirtApiRESTErrorsHigh", "virt-api"))
-	}
-	return out
 }
 
-func virtControllerAlerts(v version) []Alert {
-	out := []Alert{
+func virtControllerAlerts() []Alert {
+	return []Alert{
 		{
 			Name:         "LowReadyVirtControllersCount",
 			Expr:         constExpr("kubevirt_virt_controller_ready <  kubevirt_virt_controller_up"),
@@ -153,14 +149,10 @@ func virtControllerAlerts(v version) []Alert {
 		},
 		restErrorsBurst("VirtControllerRESTErrorsBurst", "virt-controller"),
 	}
-	if v.restErrorsHigh {
-		out = append(out, restErrorsHigh("VirtControllerRESTErrorsHigh", "virt-controller"))
-	}
-	return out
 }
 
-func virtHandlerAlerts(v version) []Alert {
-	out := []Alert{
+func virtHandlerAlerts() []Alert {
+	return []Alert{
 		{
 			Name: "VirtHandlerDaemonSetRolloutFailing",
 			Expr: func(ns string, _ Params) string {
@@ -174,14 +166,10 @@ func virtHandlerAlerts(v version) []Alert {
 		},
 		restErrorsBurst("VirtHandlerRESTErrorsBurst", "virt-handler"),
 	}
-	if v.restErrorsHigh {
-		out = append(out, restErrorsHigh("VirtHandlerRESTErrorsHigh", "virt-handler"))
-	}
-	return out
 }
 
-func virtOperatorAlerts(v version) []Alert {
-	out := []Alert{
+func virtOperatorAlerts() []Alert {
+	return []Alert{
 		{
 			Name:         "VirtOperatorDown",
 			Expr:         constExpr("kubevirt_virt_operator_up == 0"),
@@ -229,10 +217,6 @@ func virtOperatorAlerts(v version) []Alert {
 			Description:  "virt-operator pods are scraped but none holds the leader lease, so nothing reconciles the install. VMs and the rest of the control plane keep running.",
 		},
 	}
-	if v.restErrorsHigh {
-		out = append(out, restErrorsHigh("VirtOperatorRESTErrorsHigh", "virt-operator"))
-	}
-	return out
 }
 
 // errorRatio is upstream's getErrorRatio: the share of a component's

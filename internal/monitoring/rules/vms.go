@@ -4,7 +4,7 @@ import "fmt"
 
 // Alerts about virtual machines (upstream alerts/vms.go).
 
-func vmsAlerts(v version) []Alert {
+func vmsAlerts() []Alert {
 	evict := Alert{
 		Name:         "VMCannotBeEvicted",
 		Expr:         constExpr("kubevirt_vmi_non_evictable * on(name, namespace) group_left() kubevirt_vmi_info{phase='running'} == 1"),
@@ -13,12 +13,6 @@ func vmsAlerts(v version) []Alert {
 		HealthImpact: HealthImpactNone,
 		Summary:      "The VM's eviction strategy is set to Live Migration but the VM is not migratable",
 		Description:  "Eviction policy for VirtualMachine {{ $labels.name }} in namespace {{ $labels.namespace }} (on node {{ $labels.node }}) is set to Live Migration but the VM is not migratable",
-	}
-	if v.oldVMCannotBeEvicted {
-		// v1.5.0 and v1.5.1 as upstream released them: also fires for
-		// VMIs that are not running (fixed upstream in v1.5.2, commit
-		// 4b40cff116). Kept so the v1.5.0 rule set is v1.5.0's.
-		evict.Expr = constExpr("kubevirt_vmi_non_evictable > 0")
 	}
 	return []Alert{
 		{
@@ -36,8 +30,18 @@ func vmsAlerts(v version) []Alert {
 			// Running launcher pods, takes virt-handler from the install
 			// namespace, joins on (namespace, pod) and reduces both sides
 			// with max first.
+			//
+			// The rule reads the pods' own namespace and name from
+			// kube-state-metrics, which only a scrape with honorLabels:
+			// true keeps (otherwise they become exported_namespace and
+			// exported_pod, and namespace is kube-state-metrics' own).
+			// Scraped that way, no virt-handler is found in the install
+			// namespace while launcher pods still are, and the rule would
+			// fire for every node running VMs. It therefore requires
+			// kube-state-metrics to report some pod of the install
+			// namespace (virt-operator runs there): no input, no verdict.
 			Expr: func(ns string, _ Params) string {
-				return fmt.Sprintf("((max by (node) (max by (namespace, pod) (kube_pod_status_ready{condition='true', namespace='%s', pod=~'virt-handler-.*'}) * on (namespace, pod) group_left (node) max by (namespace, pod, node) (kube_pod_info{namespace='%s', pod=~'virt-handler-.*', node!=''})) == 1) or (count by (node) (max by (namespace, pod, node) (kube_pod_info{pod=~'virt-launcher-.*', node!=''}) and on (namespace, pod) (kube_pod_status_phase{phase='Running', pod=~'virt-launcher-.*'} == 1)) * 0)) == 0", ns, ns)
+				return fmt.Sprintf("(((max by (node) (max by (namespace, pod) (kube_pod_status_ready{condition='true', namespace='%s', pod=~'virt-handler-.*'}) * on (namespace, pod) group_left (node) max by (namespace, pod, node) (kube_pod_info{namespace='%s', pod=~'virt-handler-.*', node!=''})) == 1) or (count by (node) (max by (namespace, pod, node) (kube_pod_info{pod=~'virt-launcher-.*', node!=''}) and on (namespace, pod) (kube_pod_status_phase{phase='Running', pod=~'virt-launcher-.*'} == 1)) * 0)) == 0) and on() (count(kube_pod_info{namespace='%s'}) > 0)", ns, ns, ns)
 			},
 			For:          "10m",
 			Severity:     SeverityWarning,

@@ -2,8 +2,7 @@ package ruletest
 
 import (
 	"fmt"
-
-	"sigs.k8s.io/yaml"
+	"regexp"
 
 	"github.com/virtop-dev/virtop/internal/monitoring/rules"
 )
@@ -15,7 +14,7 @@ func RenderedRuleFile(opts rules.Options) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return yaml.Marshal(spec)
+	return rules.RuleFile(spec)
 }
 
 // BuiltinOptions are the render options the built-in tests are written
@@ -25,15 +24,16 @@ func BuiltinOptions(set string) rules.Options {
 }
 
 // RunFiles runs test files against rules rendered with opts; the files'
-// rule_files entry rules.BuiltinTestRuleFile reads them. Files are paths on disk.
-func RunFiles(opts rules.Options, files []string) ([]Result, error) {
+// rule_files entry rules.BuiltinTestRuleFile reads them. Files are paths on
+// disk. run, when set, selects test groups by name.
+func RunFiles(opts rules.Options, files []string, run *regexp.Regexp) ([]Result, error) {
 	rf, err := RenderedRuleFile(opts)
 	if err != nil {
 		return nil, err
 	}
 	var out []Result
 	for _, f := range files {
-		r, err := RunFile(f, Options{RuleFiles: map[string][]byte{rules.BuiltinTestRuleFile: rf}})
+		r, err := RunFile(f, Options{RuleFiles: map[string][]byte{rules.BuiltinTestRuleFile: rf}, Run: run})
 		if err != nil {
 			return out, err
 		}
@@ -43,8 +43,9 @@ func RunFiles(opts rules.Options, files []string) ([]Result, error) {
 }
 
 // RunBuiltin runs a rule set's built-in tests against the rules rendered
-// with opts (BuiltinOptions for the rule set as shipped).
-func RunBuiltin(opts rules.Options) ([]Result, error) {
+// with opts (BuiltinOptions for the rule set as shipped); run, when set,
+// selects test groups by name.
+func RunBuiltin(opts rules.Options, run *regexp.Regexp) ([]Result, error) {
 	files, err := rules.BuiltinTests(opts.RuleSet)
 	if err != nil {
 		return nil, err
@@ -55,7 +56,7 @@ func RunBuiltin(opts rules.Options) ([]Result, error) {
 	}
 	var out []Result
 	for _, f := range files {
-		r, err := Run(f.Name, f.Content, "", Options{RuleFiles: map[string][]byte{rules.BuiltinTestRuleFile: rf}})
+		r, err := Run(f.Name, f.Content, "", Options{RuleFiles: map[string][]byte{rules.BuiltinTestRuleFile: rf}, Run: run})
 		if err != nil {
 			return out, fmt.Errorf("built-in test %s: %w", f.Name, err)
 		}

@@ -284,13 +284,13 @@ groups:
 	}}}
 	eng := promql.NewEngine(promql.EngineOpts{MaxSamples: 10000, Timeout: time.Minute, Parser: promqlParser})
 	defer eng.Close()
-	if errs := tf.Tests[0].run(eng, time.Minute, defs, false); len(errs) > 0 {
-		t.Fatal(errs)
+	if res := tf.Tests[0].run(eng, time.Minute, defs, false, nil); len(res.Errors) > 0 {
+		t.Fatal(res.Errors)
 	}
 	// A wrong annotation fails.
 	tf.Tests[0].AlertRuleTests[0].ExpAlerts[0].ExpAnnotations["summary"] = "Disk a is 91% full"
-	if errs := tf.Tests[0].run(eng, time.Minute, defs, false); len(errs) != 1 {
-		t.Fatalf("wrong annotation: errors %v, want one", errs)
+	if res := tf.Tests[0].run(eng, time.Minute, defs, false, nil); len(res.Errors) != 1 || len(res.Cases) != 1 || res.Cases[0].Passed() {
+		t.Fatalf("wrong annotation: errors %v, cases %v, want one failed", res.Errors, res.Cases)
 	}
 }
 
@@ -414,8 +414,12 @@ func TestRuleErrors(t *testing.T) {
 		PromqlExprTests: []ExprTest{{Expr: "r"}}}
 	eng := promql.NewEngine(promql.EngineOpts{MaxSamples: 10000, Timeout: time.Minute, Parser: promqlParser})
 	defer eng.Close()
-	errs = tg.run(eng, time.Minute, defs, false)
-	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "rule r at 0s") {
-		t.Errorf("errors %v, want one for rule r at 0s", errs)
+	res := tg.run(eng, time.Minute, defs, false, nil)
+	if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Error(), "rule r at 0s") {
+		t.Errorf("errors %v, want one for rule r at 0s", res.Errors)
+	}
+	// The failing rule fails the group's every case.
+	if len(res.Cases) != 1 || res.Cases[0].Passed() || res.Cases[0].Expr != "r" {
+		t.Errorf("cases %v, want the expression case failed", res.Cases)
 	}
 }

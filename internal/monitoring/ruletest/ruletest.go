@@ -31,13 +31,16 @@ package ruletest
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,7 +50,7 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	yaml "go.yaml.in/yaml/v2"
-	sigsyaml "sigs.k8s.io/yaml"
+	yaml3 "go.yaml.in/yaml/v3"
 )
 
 // File is a promtool unit test file.
@@ -108,16 +111,52 @@ type Options struct {
 	// RuleFiles maps rule_files entries to their content; entries not in
 	// it are read from disk.
 	RuleFiles map[string][]byte
+	// Run, when set, selects the test groups to run by name (as promtool
+	// test rules --run does); the others are left out of the result.
+	Run *regexp.Regexp
+	// LabelsOnly, when set, names alerts whose firing instances are
+	// compared on their labels only, not their annotations. promtool has
+	// no such mode; it is for running another project's tests against
+	// rules whose annotations differ on purpose, to show that nothing but
+	// the annotations differs.
+	LabelsOnly func(alertname string) bool
 }
 
 // TestResult is the outcome of one test group.
 type TestResult struct {
 	Name   string
 	Errors []error
+	// Cases are the group's expectations, each with its own verdict: one
+	// per alert_rule_test and promql_expr_test entry, in file order. An
+	// error that stops the whole group (input that does not parse, a rule
+	// that fails to evaluate) fails every case with that error.
+	Cases []Case
 }
 
 // Passed says whether the test passed.
 func (r TestResult) Passed() bool { return len(r.Errors) == 0 }
+
+// Case is one expectation of a test group.
+type Case struct {
+	// Alertname is set for an alert_rule_test entry, Expr for a
+	// promql_expr_test entry.
+	Alertname string
+	Expr      string
+	EvalTime  model.Duration
+	// Err is nil when the expectation held.
+	Err error
+}
+
+// Passed says whether the expectation held.
+func (c Case) Passed() bool { return c.Err == nil }
+
+// String names the case: the alert (or expression) and its eval_time.
+func (c Case) String() string {
+	if c.Alertname != "" {
+		return fmt.Sprintf("%s at %s", c.Alertname, c.EvalTime)
+	}
+	return fmt.Sprintf("%q at %s", c.Expr, c.EvalTime)
+}
 
 // Result is the outcome of one file.
 type Result struct {
@@ -202,10 +241,16 @@ func Run(name string, content []byte, baseDir string, opts Options) (Result, err
 	defer eng.Close()
 	// Test groups are independent (each has its own storage and rule
 	// manager); run them on all CPUs, report in file order.
-	res.Tests = make([]TestResult, len(f.Tests))
+	var selected []int
+	for i, tg := range f.Tests {
+		if opts.Run == nil || opts.Run.MatchString(tg.Name) {
+			selected = append(selected, i)
+		}
+	}
+	res.Tests = make([]TestResult, len(selected))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
-	for i := range f.Tests {
+	for k, i := range selected {
 		tg := f.Tests[i]
 		if tg.Interval == 0 {
 			tg.Interval = f.EvaluationInterval
@@ -218,32 +263,65 @@ func Run(name string, content []byte, baseDir string, opts Options) (Result, err
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			errs := loadErrs
-			if len(errs) == 0 {
-				errs = tg.run(eng, evalInterval, defs, f.FuzzyCompare)
+			var tr TestResult
+			if len(loadErrs) > 0 {
+				tr = TestResult{Errors: loadErrs, Cases: tg.cases(errors.Join(loadErrs...))}
+			} else {
+				tr = tg.run(eng, evalInterval, defs, f.FuzzyCompare, opts.LabelsOnly)
 			}
-			res.Tests[i] = TestResult{Name: tn, Errors: errs}
+			tr.Name = tn
+			res.Tests[k] = tr
 		}()
 	}
 	wg.Wait()
 	return res, nil
 }
 
+// cases lists a group's expectations, all failed with err (nil: passed).
+func (tg *TestGroup) cases(err error) []Case {
+	var out []Case
+	for _, a := range tg.AlertRuleTests {
+		out = append(out, Case{Alertname: a.Alertname, EvalTime: a.EvalTime, Err: err})
+	}
+	for _, e := range tg.PromqlExprTests {
+		out = append(out, Case{Expr: e.Expr, EvalTime: e.EvalTime, Err: err})
+	}
+	return out
+}
+
 // ruleFileContent accepts a rule file or a PrometheusRule object (YAML or
-// JSON) and returns a rule file.
+// JSON) and returns a rule file. A rule file is returned as it is, for
+// rulefmt to read as promtool does (YAML 1.2 through yaml.v3: yes, on, 010
+// and 1.0 stay the strings they are, keys n and off stay keys); a
+// PrometheusRule's spec is cut out of the same YAML 1.2 parse and written
+// back with yaml.v3, which quotes what would otherwise change meaning. The
+// YAML 1.1 readers (sigs.k8s.io/yaml, yaml.v2) never see a rule file.
 func ruleFileContent(b []byte) ([]byte, error) {
-	var probe struct {
-		Kind string          `json:"kind"`
-		Spec json.RawMessage `json:"spec"`
+	var doc yaml3.Node
+	if err := yaml3.Unmarshal(b, &doc); err != nil || doc.Kind != yaml3.DocumentNode || len(doc.Content) != 1 {
+		return b, nil // rulefmt reports what is wrong
 	}
-	if err := sigsyaml.Unmarshal(b, &probe); err == nil && probe.Kind == "PrometheusRule" {
-		return sigsyaml.JSONToYAML(probe.Spec)
+	m := doc.Content[0]
+	if m.Kind != yaml3.MappingNode {
+		return b, nil
 	}
-	if j, err := sigsyaml.YAMLToJSON(b); err == nil && len(j) > 0 && j[0] == '{' {
-		// JSON rule files are YAML too; normalise to YAML.
-		return sigsyaml.JSONToYAML(j)
+	var kind string
+	var spec *yaml3.Node
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		switch m.Content[i].Value {
+		case "kind":
+			kind = m.Content[i+1].Value
+		case "spec":
+			spec = m.Content[i+1]
+		}
 	}
-	return b, nil
+	if kind != "PrometheusRule" {
+		return b, nil
+	}
+	if spec == nil {
+		return nil, fmt.Errorf("PrometheusRule without a spec")
+	}
+	return yaml3.Marshal(spec)
 }
 
 var promqlParser = parser.NewParser(parser.Options{})
@@ -281,6 +359,14 @@ func sortInstances(s []alertInstance) {
 	})
 }
 
+func withoutAnnotations(in []alertInstance) []alertInstance {
+	out := make([]alertInstance, len(in))
+	for i, a := range in {
+		out[i] = alertInstance{Labels: a.Labels, Annotations: labels.EmptyLabels()}
+	}
+	return out
+}
+
 func instancesEqual(a, b []alertInstance) bool {
 	if len(a) != len(b) {
 		return false
@@ -296,10 +382,21 @@ func instancesEqual(a, b []alertInstance) bool {
 // run evaluates one test group as promtool does: input samples are fed up
 // to each evaluation time, groups are evaluated in order, and alerts are
 // compared at the evaluation at or just before each eval_time.
-func (tg *TestGroup) run(eng *promql.Engine, evalInterval time.Duration, defs []groupDef, fuzzy bool) (errs []error) {
+func (tg *TestGroup) run(eng *promql.Engine, evalInterval time.Duration, defs []groupDef, fuzzy bool, labelsOnly func(string) bool) TestResult {
+	fatal := func(err error) TestResult {
+		return TestResult{Errors: []error{err}, Cases: tg.cases(err)}
+	}
 	input, err := expandInput(tg.InputSeries, time.Duration(tg.Interval))
 	if err != nil {
-		return []error{fmt.Errorf("input_series: %w", err)}
+		return fatal(fmt.Errorf("input_series: %w", err))
+	}
+	var errs []error
+	// Verdicts by position: alert cases first, then expression cases, as
+	// cases() lists them.
+	cases := tg.cases(nil)
+	alertIdx := map[*AlertTest]int{}
+	for i := range tg.AlertRuleTests {
+		alertIdx[&tg.AlertRuleTests[i]] = i
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -308,11 +405,12 @@ func (tg *TestGroup) run(eng *promql.Engine, evalInterval time.Duration, defs []
 	ev := &evaluator{st: st, query: engineQueryFunc(eng, st), externalLabels: tg.ExternalLabels, externalURL: tg.ExternalURL}
 	groups := newGroups(defs)
 
-	alertTests := map[model.Duration][]AlertTest{}
+	alertTests := map[model.Duration][]*AlertTest{}
 	var evalTimes []model.Duration
-	for _, a := range tg.AlertRuleTests {
+	for i := range tg.AlertRuleTests {
+		a := &tg.AlertRuleTests[i]
 		if a.Alertname == "" {
-			return []error{fmt.Errorf("alert_rule_test at eval_time %v has no alertname", a.EvalTime)}
+			return fatal(fmt.Errorf("alert_rule_test at eval_time %v has no alertname", a.EvalTime))
 		}
 		if _, ok := alertTests[a.EvalTime]; !ok {
 			evalTimes = append(evalTimes, a.EvalTime)
@@ -326,7 +424,7 @@ func (tg *TestGroup) run(eng *promql.Engine, evalInterval time.Duration, defs []
 	curr := 0
 	for ts := mint; !ts.After(maxt); ts = ts.Add(evalInterval) {
 		if err := feed.feedTill(st, timestamp.FromTime(ts)); err != nil {
-			return append(errs, err)
+			return fatal(err)
 		}
 		var evalErrs []error
 		for _, g := range groups {
@@ -338,7 +436,9 @@ func (tg *TestGroup) run(eng *promql.Engine, evalInterval time.Duration, defs []
 			}
 		}
 		if len(evalErrs) > 0 {
-			return append(errs, evalErrs...)
+			// Like promtool, a rule that fails to evaluate fails the
+			// group: every expectation fails with the rule's error.
+			return TestResult{Errors: evalErrs, Cases: tg.cases(errors.Join(evalErrs...))}
 		}
 		for curr < len(evalTimes) && ts.Sub(mint) <= time.Duration(evalTimes[curr]) &&
 			time.Duration(evalTimes[curr]) < ts.Add(evalInterval).Sub(mint) {
@@ -362,25 +462,31 @@ func (tg *TestGroup) run(eng *promql.Engine, evalInterval time.Duration, defs []
 					exp = append(exp, alertInstance{labels.FromMap(l), labels.FromMap(ea.ExpAnnotations)})
 				}
 				g := got[at.Alertname]
+				if labelsOnly != nil && labelsOnly(at.Alertname) {
+					g = withoutAnnotations(g)
+					exp = withoutAnnotations(exp)
+				}
 				sortInstances(g)
 				sortInstances(exp)
 				if !instancesEqual(exp, g) {
-					errs = append(errs, fmt.Errorf("alertname: %s, time: %s,\n        exp: %v\n        got: %v", at.Alertname, t, exp, g))
+					err := fmt.Errorf("alertname: %s, time: %s,\n        exp: %v\n        got: %v", at.Alertname, t, exp, g)
+					errs = append(errs, err)
+					cases[alertIdx[at]].Err = err
 				}
 			}
 			curr++
 		}
 	}
 
-	for _, et := range tg.PromqlExprTests {
+	fail := func(i int, err error) {
+		errs = append(errs, err)
+		cases[len(tg.AlertRuleTests)+i].Err = err
+	}
+	for ei, et := range tg.PromqlExprTests {
 		vec, err := ev.query(ctx, et.Expr, mint.Add(time.Duration(et.EvalTime)))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("expr: %q, time: %s, err: %w", et.Expr, et.EvalTime, err))
+			fail(ei, fmt.Errorf("expr: %q, time: %s, err: %w", et.Expr, et.EvalTime, err))
 			continue
-		}
-		type smp struct {
-			l labels.Labels
-			v float64
 		}
 		var got, exp []smp
 		for _, s := range vec {
@@ -390,7 +496,7 @@ func (tg *TestGroup) run(eng *promql.Engine, evalInterval time.Duration, defs []
 		for _, s := range et.ExpSamples {
 			l, err := promqlParser.ParseMetric(s.Labels)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("expr: %q, time: %s, labels %q: %w", et.Expr, et.EvalTime, s.Labels, err))
+				fail(ei, fmt.Errorf("expr: %q, time: %s, labels %q: %w", et.Expr, et.EvalTime, s.Labels, err))
 				bad = true
 				break
 			}
@@ -409,10 +515,29 @@ func (tg *TestGroup) run(eng *promql.Engine, evalInterval time.Duration, defs []
 			equal = labels.Equal(got[i].l, exp[i].l) && floatEqual(got[i].v, exp[i].v, fuzzy)
 		}
 		if !equal {
-			errs = append(errs, fmt.Errorf("expr: %q, time: %s,\n        exp: %v\n        got: %v", et.Expr, et.EvalTime, exp, got))
+			fail(ei, fmt.Errorf("expr: %q, time: %s,\n        exp: %s\n        got: %s", et.Expr, et.EvalTime, samplesString(exp), samplesString(got)))
 		}
 	}
-	return errs
+	return TestResult{Errors: errs, Cases: cases}
+}
+
+// samplesString prints samples as promtool does, readably: each label set
+// in PromQL notation and its value, comma-separated.
+func samplesString(ss []smp) string {
+	if len(ss) == 0 {
+		return "nothing"
+	}
+	parts := make([]string, len(ss))
+	for i, s := range ss {
+		parts[i] = s.l.String() + " " + strconv.FormatFloat(s.v, 'E', -1, 64)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// smp is an expected or resulting sample of a promql_expr_test.
+type smp struct {
+	l labels.Labels
+	v float64
 }
 
 func floatEqual(a, b float64, fuzzy bool) bool {

@@ -16,7 +16,7 @@ func TestBuiltin(t *testing.T) {
 	for _, set := range rules.Names() {
 		t.Run(set, func(t *testing.T) {
 			t.Parallel()
-			results, err := RunBuiltin(BuiltinOptions(set))
+			results, err := RunBuiltin(BuiltinOptions(set), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,7 +19,9 @@ import (
 // the extra labels and annotations and the scrape interval on every
 // endpoint. Those two are replaced by tuned copies; every other object (and
 // the slice passed in) is left as it is. Objects absent from objs (a gate
-// closed) are simply not tuned.
+// closed) are simply not tuned. spec.dashboard.disabled leaves the Grafana
+// dashboard ConfigMap out of the returned objects, so prune removes one
+// already applied.
 //
 // A nil tuning returns objs unchanged and an empty result. A tuning label or
 // annotation that would change a key the planned object already carries
@@ -72,7 +74,20 @@ func Apply(objs []client.Object, t *v1alpha1.KubeVirtMonitoring, in Input) ([]cl
 		}
 		return nil, nil, ie
 	}
-	return out, res, nil
+	return res.Drop(out), res, nil
+}
+
+// Drop returns objs without the objects the tuning leaves out (the
+// dashboard ConfigMap when spec.dashboard.disabled), in a new slice.
+func (r *Result) Drop(objs []client.Object) []client.Object {
+	out := make([]client.Object, 0, len(objs))
+	for _, o := range objs {
+		if r != nil && r.DashboardDisabled && o.GetObjectKind().GroupVersionKind().Kind == "ConfigMap" && o.GetName() == vocab.DashboardConfigMapName {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // merge adds extra keys to m (a fresh map); changing a key m has is an

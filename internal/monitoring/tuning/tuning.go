@@ -85,6 +85,8 @@ type Result struct {
 	TunedAlerts    []string
 	// AdditionalRules counts the rules of the additional groups.
 	AdditionalRules int
+	// DashboardDisabled leaves the Grafana dashboard ConfigMap out.
+	DashboardDisabled bool
 }
 
 // SetStatus writes what the result applied into a status (the lists and
@@ -198,6 +200,7 @@ func Render(in Input, t *v1alpha1.KubeVirtMonitoring) (*Result, error) {
 	res := &Result{}
 	spec := field.NewPath("spec")
 	errs := validateMetadata(t, spec, res)
+	res.DashboardDisabled = t.Spec.Dashboard != nil && t.Spec.Dashboard.Disabled
 
 	opts := rules.Options{
 		RuleSet:            in.RuleSet,
@@ -302,8 +305,8 @@ func validateAlerts(set rules.RuleSet, in Input, list []v1alpha1.AlertTuning, ba
 			continue
 		}
 		seen[at.Name] = true
-		a, ok := set.Alert(at.Name)
-		if !ok {
+		variants := set.AlertRules(at.Name)
+		if len(variants) == 0 {
 			errs = append(errs, field.Invalid(p.Child("name"), at.Name, fmt.Sprintf("no alert %s in the rules of KubeVirt %s (alerts: %s)", at.Name, in.Version, strings.Join(set.AlertNames(), ", "))))
 			continue
 		}
@@ -326,11 +329,8 @@ func validateAlerts(set rules.RuleSet, in Input, list []v1alpha1.AlertTuning, ba
 				bad = true
 			}
 		}
-		params := a.Defaults()
-		var declared []string
-		for _, d := range a.Parameters {
-			declared = append(declared, d.Name)
-		}
+		params := rules.DeclaredParameters(variants)
+		declared := sortedKeys(params)
 		for _, k := range sortedKeys(at.Parameters) {
 			v := string(at.Parameters[k])
 			pp := p.Child("parameters").Child(k)
@@ -353,9 +353,16 @@ func validateAlerts(set rules.RuleSet, in Input, list []v1alpha1.AlertTuning, ba
 			params[k] = v
 		}
 		if len(at.Parameters) > 0 && !bad {
-			if _, err := rules.ParseExpr(a.Expr(in.Namespace, params)); err != nil {
-				errs = append(errs, field.Invalid(p.Child("parameters"), stringMap(at.Parameters), "the alert's expression does not parse with these values: "+err.Error()))
-				bad = true
+			for _, a := range variants {
+				vp := a.Defaults()
+				for k := range vp {
+					vp[k] = params[k]
+				}
+				if _, err := rules.ParseExpr(a.Expr(in.Namespace, vp)); err != nil {
+					errs = append(errs, field.Invalid(p.Child("parameters"), stringMap(at.Parameters), "the alert's expression does not parse with these values: "+err.Error()))
+					bad = true
+					break
+				}
 			}
 		}
 		if bad {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/monitoring/metrics"
 	"github.com/virtop-dev/virtop/internal/monitoring/rules"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 const template = "https://runbooks.example.com/%s.md"
@@ -405,5 +407,36 @@ func TestSample(t *testing.T) {
 		} else if len(res.DisabledAlerts) != 1 || len(res.TunedAlerts) != 1 || res.AdditionalRules != 2 {
 			t.Errorf("%s: %+v", v, res)
 		}
+	}
+}
+
+// TestApplyDashboardDisabled: spec.dashboard.disabled leaves the Grafana
+// dashboard ConfigMap out and nothing else; without it the ConfigMap stays.
+func TestApplyDashboardDisabled(t *testing.T) {
+	objs, in := planned(t, "v1.5.3")
+	has := func(objs []client.Object) bool {
+		for _, o := range objs {
+			if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == vocab.DashboardConfigMapName {
+				return true
+			}
+		}
+		return false
+	}
+	if !has(objs) {
+		t.Fatal("the strategy has no dashboard ConfigMap")
+	}
+	out, res, err := Apply(objs, tuningOf(v1alpha1.KubeVirtMonitoringSpec{Dashboard: &v1alpha1.DashboardTuning{Disabled: true}}), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if has(out) || len(out) != len(objs)-1 || !res.DashboardDisabled {
+		t.Errorf("dashboard still there or other objects lost: %d of %d objects", len(out), len(objs))
+	}
+	if !has(objs) {
+		t.Error("Apply changed its input")
+	}
+	out, res, err = Apply(objs, tuningOf(v1alpha1.KubeVirtMonitoringSpec{Dashboard: &v1alpha1.DashboardTuning{}}), in)
+	if err != nil || !has(out) || res.DashboardDisabled {
+		t.Errorf("dashboard tuning without disabled: %v %v", err, res)
 	}
 }

@@ -79,6 +79,11 @@ var (
 	// MonitoringTarget passes when the plan found where monitoring goes
 	// (a Prometheus, a user setting or an upstream default account).
 	MonitoringTarget Gate = "monitoring:target"
+	// GrafanaDashboards passes when a Grafana dashboard sidecar convention
+	// is present where monitoring goes: ConfigMaps labelled
+	// grafana_dashboard in a monitoring namespace (kube-prometheus-stack's
+	// and Grafana's Helm charts ship theirs that way).
+	GrafanaDashboards Gate = "monitoring:grafana-dashboards"
 	// VirtAPIServing passes when virt-api really answers through the API
 	// server; APIServices wait for it.
 	VirtAPIServing Gate = "ready:virt-api"

@@ -1,0 +1,15 @@
+# Rule checks that need Debian's promtool (package prometheus, which .ci/run
+# installs): promtool and virtop's own evaluator (`virtop rules test`) run
+# every built-in rule test of every release, and upstream's own rule tests
+# when ../shared has them, and must agree on each file's verdict and failed
+# expectations; every release's rule file (`virtop rules -o rulefile`)
+# passes promtool check rules.
+PROMTOOL ?= $(shell command -v promtool 2>/dev/null || echo /usr/bin/promtool)
+RULES_TIMEOUT ?= 30m
+
+.PHONY: test-rules-promtool
+test-rules-promtool: ## promtool and `virtop rules test` agree on every rule test; promtool accepts every release's rule file
+	@test -x "$(PROMTOOL)" || { echo "promtool not found at $(PROMTOOL) (Debian package prometheus); set PROMTOOL="; exit 1; }
+	VIRTOP_PROMTOOL=$(PROMTOOL) $(GO) test -count=1 -timeout $(RULES_TIMEOUT) -v \
+		-run '^(TestPromtoolAgrees|TestPromtoolChecksRuleFiles|TestPromtoolChecksCLIRuleFile)$$' \
+		./internal/monitoring/ruletest/ ./internal/cli/
