@@ -41,7 +41,9 @@ func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
   source <(virtop completion bash)`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionLine(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	for _, add := range subcommands {

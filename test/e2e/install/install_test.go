@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -91,7 +92,10 @@ func TestReleaseManifestsInstall(t *testing.T) {
 	// 1. Render, as a release does.
 	dist := t.TempDir()
 	t0 := time.Now()
-	makeCmd := exec.Command("make", "--no-print-directory", "-C", env.Repo, "release-manifests", "VERSION="+releaseVersion, "DIST="+dist)
+	// One platform is enough here (the image is not pulled on kwok): the
+	// test checks that the manifest pins the digest `make image` wrote.
+	makeCmd := exec.Command("make", "--no-print-directory", "-C", env.Repo, "release-manifests", "VERSION="+releaseVersion, "DIST="+dist,
+		"PLATFORMS=linux/"+runtime.GOARCH)
 	makeCmd.Env = withoutMakeEnv(os.Environ())
 	if out, err := makeCmd.CombinedOutput(); err != nil {
 		t.Fatalf("make release-manifests: %v\n%s", err, out)
@@ -100,7 +104,11 @@ func TestReleaseManifestsInstall(t *testing.T) {
 	operatorYAML := filepath.Join(dist, "virtop-operator.yaml")
 	crYAML := filepath.Join(dist, "kubevirt-cr.yaml")
 	manifest := decodeFile(t, operatorYAML)
-	checkManifest(t, manifest)
+	digest, err := os.ReadFile(filepath.Join(dist, "virtop-image.digest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkManifest(t, manifest, operatorImage+"@"+strings.TrimSpace(string(digest)))
 
 	// 2. A cluster as users have it: the suite's cluster comes with
 	// virtop's CRDs, the PriorityClass and the install namespace (what
@@ -275,7 +283,7 @@ func TestReleaseManifestsInstall(t *testing.T) {
 // checkManifest checks what the rendered manifest must hold for the rest of
 // the test to mean anything: the operator's Deployment with the pinned
 // image, its ServiceAccount and roles.
-func checkManifest(t *testing.T, objs []*unstructured.Unstructured) {
+func checkManifest(t *testing.T, objs []*unstructured.Unstructured, image string) {
 	t.Helper()
 	kinds := map[string]bool{}
 	for _, o := range objs {
@@ -285,8 +293,8 @@ func checkManifest(t *testing.T, objs []*unstructured.Unstructured) {
 			if len(cs) == 0 {
 				t.Fatalf("Deployment %s has no containers", operatorDeploy)
 			}
-			if img, _, _ := unstructured.NestedString(cs[0].(map[string]any), "image"); img != operatorImage {
-				t.Errorf("Deployment %s runs %q, want %q (make release-manifests pins the version)", operatorDeploy, img, operatorImage)
+			if img, _, _ := unstructured.NestedString(cs[0].(map[string]any), "image"); img != image {
+				t.Errorf("Deployment %s runs %q, want %q (make release-manifests pins the version and the digest)", operatorDeploy, img, image)
 			}
 		}
 	}
