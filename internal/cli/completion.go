@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/virtop-dev/virtop/internal/catalog"
+)
+
+// Completion of flag values: contexts, clusters and users from the
+// kubeconfig, namespaces from the cluster (best effort, a short timeout),
+// catalog versions.
+
+func registerClusterCompletions(cmd *cobra.Command, f *clusterFlags) {
+	fromKubeconfig := func(pick func(f *clusterFlags) []string) cobra.CompletionFunc {
+		return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return pick(f), cobra.ShellCompDirectiveNoFileComp
+		}
+	}
+	_ = cmd.RegisterFlagCompletionFunc("context", fromKubeconfig(func(f *clusterFlags) []string {
+		raw, err := f.ToRawKubeConfigLoader().RawConfig()
+		if err != nil {
+			return nil
+		}
+		return sortedKeys(raw.Contexts)
+	}))
+	_ = cmd.RegisterFlagCompletionFunc("cluster", fromKubeconfig(func(f *clusterFlags) []string {
+		raw, err := f.ToRawKubeConfigLoader().RawConfig()
+		if err != nil {
+			return nil
+		}
+		return sortedKeys(raw.Clusters)
+	}))
+	_ = cmd.RegisterFlagCompletionFunc("user", fromKubeconfig(func(f *clusterFlags) []string {
+		raw, err := f.ToRawKubeConfigLoader().RawConfig()
+		if err != nil {
+			return nil
+		}
+		return sortedKeys(raw.AuthInfos)
+	}))
+	_ = cmd.RegisterFlagCompletionFunc("namespace", func(cmd *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
+		return completeNamespaces(cmd, f, prefix), cobra.ShellCompDirectiveNoFileComp
+	})
+}
+
+func completeNamespaces(cmd *cobra.Command, f *clusterFlags, prefix string) []string {
+	cfg, err := f.ToRESTConfig()
+	if err != nil {
+		return nil
+	}
+	cfg.Timeout = 5e9 // 5 s: completion must not hang on an unreachable cluster
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil
+	}
+	list, err := cs.CoreV1().Namespaces().List(contextOf(cmd), metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, ns := range list.Items {
+		if ns.Status.Phase != corev1.NamespaceTerminating && strings.HasPrefix(ns.Name, prefix) {
+			out = append(out, ns.Name)
+		}
+	}
+	return out
+}
+
+// completeVersions completes the catalog's KubeVirt versions.
+func completeVersions(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return catalog.Builtin().Versions(), cobra.ShellCompDirectiveNoFileComp
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
