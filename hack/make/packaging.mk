@@ -23,15 +23,15 @@ rbac: ## Regenerate the operator's RBAC (config/rbac, charts/virtop/files) from 
 	$(GO) run ./hack/rbacgen
 
 .PHONY: chart-crds
-chart-crds: ## Copy virtop's CRDs (config/crd/bases) into the chart (charts/virtop/crds)
-	rm -f charts/virtop/crds/*.yaml
-	mkdir -p charts/virtop/crds
-	cp config/crd/bases/*.yaml charts/virtop/crds/
+chart-crds: ## Copy virtop's CRDs (config/crd/bases) into the chart (charts/virtop/files/crds, rendered by templates/crds.yaml)
+	rm -f charts/virtop/files/crds/*.yaml
+	mkdir -p charts/virtop/files/crds
+	cp config/crd/bases/*.yaml charts/virtop/files/crds/
 
 .PHONY: verify-packaging
 verify-packaging: ## Fail if the generated RBAC or the chart's CRDs are stale
 	$(GO) run ./hack/rbacgen -check
-	@diff -r config/crd/bases charts/virtop/crds || { echo "charts/virtop/crds differs from config/crd/bases: run 'make chart-crds' and commit"; exit 1; }
+	@diff -r config/crd/bases charts/virtop/files/crds || { echo "charts/virtop/files/crds differs from config/crd/bases: run 'make chart-crds' and commit"; exit 1; }
 
 # make verify checks the packaging too.
 verify: verify-packaging
@@ -73,6 +73,20 @@ image: ## Build dist/virtop-image.tar: an OCI image index for PLATFORMS with its
 image-push: image ## Push the image index and its SBOM to $(REGISTRY)/virtop:$(VERSION) (REGISTRY=…; credentials from ~/.docker/config.json)
 	cd hack/image && GOTOOLCHAIN=local $(GO) run . push -input $(abspath $(IMAGE_TAR)) -repository $(IMAGE_REPOSITORY) \
 		-tag $(VERSION) -digest-file $(abspath $(DIST))/virtop-image.pushed
+
+CHART_VERSION ?= $(patsubst v%,%,$(VERSION))
+CHART_REPOSITORY ?= $(REGISTRY)/charts
+
+.PHONY: chart-package
+chart-package: ## Package the Helm chart as dist/virtop-CHART_VERSION.tgz (version and appVersion from VERSION=v…)
+	@case "$(VERSION)" in v[0-9]*) ;; *) echo "chart-package: VERSION=$(VERSION) is not a release tag (v…)" >&2; exit 1;; esac
+	@mkdir -p $(DIST)
+	$(HELM) lint --strict charts/virtop
+	$(HELM) package charts/virtop --version $(CHART_VERSION) --app-version $(VERSION) --destination $(DIST)
+
+.PHONY: chart-push
+chart-push: chart-package ## Push the packaged chart to oci://$(CHART_REPOSITORY) (REGISTRY=…; PLAIN_HTTP=1 for a registry without TLS)
+	$(HELM) push $(DIST)/virtop-$(CHART_VERSION).tgz oci://$(CHART_REPOSITORY) $(if $(PLAIN_HTTP),--plain-http)
 
 .PHONY: test-packaging
 test-packaging: tools tools-packaging image ## Packaging tests: the image (pushed to a loopback registry, rebuilt to the same digest), chart vs kustomize, the chart's schema, release manifests applied twice
