@@ -15,7 +15,7 @@ IMAGE_TAR = $(DIST)/virtop-image.tar
 IMAGE_DIGEST_FILE = $(DIST)/virtop-image.digest
 # Reproducible builds: every file and the image carry the commit's time.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
-COMMON_INSTANCETYPES := $(notdir $(wildcard internal/components/data/common-instancetypes/v*))
+COMMON_INSTANCETYPES := $(notdir $(wildcard internal/release/data/instancetypes/v*))
 PACKAGING_TIMEOUT ?= 20m
 
 .PHONY: rbac
