@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"os"
 	"sort"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 )
 
 // Completion of flag values: contexts, clusters and users from the
@@ -83,4 +85,38 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// completeClusterNames lists the local clusters that have a state
+// directory (virtop up --name, virtop down --name).
+func completeClusterNames(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	root, err := devcluster.StateRoot()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeVersionFlags gives every command's --version flag (dump, rules,
+// diff's version: operands) the catalog's versions, where the command did
+// not register its own completion.
+func completeVersionFlags(c *cobra.Command) {
+	if c.Flags().Lookup("version") != nil {
+		if _, ok := c.GetFlagCompletionFunc("version"); !ok {
+			_ = c.RegisterFlagCompletionFunc("version", completeVersions)
+		}
+	}
+	for _, sub := range c.Commands() {
+		completeVersionFlags(sub)
+	}
 }

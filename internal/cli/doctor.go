@@ -10,10 +10,8 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/tools/doctor"
 )
@@ -22,9 +20,7 @@ func init() { register(newDoctorCommand) }
 
 // doctorOptions are the flags of virtop doctor.
 type doctorOptions struct {
-	kubeconfig    string
-	context       string
-	namespace     string
+	kube          *clusterFlags
 	prometheusURL string
 	output        string
 	timeout       time.Duration
@@ -77,6 +73,9 @@ Exit status: 0 Healthy, 1 any other verdict, 2 doctor could not run.`,
 		Example: `  # the cluster of a kubeconfig context, default install namespace kubevirt
   virtop doctor --context prod-east
 
+  # another install namespace, as another user
+  virtop doctor -n virt --as alice --as-group sre
+
   # also ask the Prometheus that raised the alert
   virtop doctor --context prod-east --prometheus-url http://localhost:9090
 
@@ -84,18 +83,16 @@ Exit status: 0 Healthy, 1 any other verdict, 2 doctor could not run.`,
   virtop doctor --context prod-east -o json | jq -r '.verdict'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.output != "text" && o.output != "json" {
-				return fmt.Errorf("-o must be text or json, not %q", o.output)
+			if err := checkOutput(o.output, reportFormats); err != nil {
+				return err
 			}
 			return runDoctor(cmd.Context(), o, cmd.OutOrStdout())
 		},
 	}
+	o.kube = addClusterFlags(cmd)
 	fs := cmd.Flags()
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
-	fs.StringVar(&o.context, "context", "", "kubeconfig context (default: the current context)")
-	fs.StringVar(&o.namespace, "namespace", config.DefaultNamespace, "install namespace of KubeVirt")
 	fs.StringVar(&o.prometheusURL, "prometheus-url", "", "base URL of the Prometheus HTTP API to query (for example http://localhost:9090)")
-	fs.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	addOutputFlag(cmd, &o.output, reportFormats)
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "bound on the whole run")
 	return cmd
 }
@@ -103,22 +100,12 @@ Exit status: 0 Healthy, 1 any other verdict, 2 doctor could not run.`,
 // doctorConfig resolves the kubeconfig: the client config and where it
 // points.
 func doctorConfig(o doctorOptions) (*rest.Config, doctor.Where, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if o.kubeconfig != "" {
-		rules.ExplicitPath = o.kubeconfig
-	}
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
-	cfg, err := loader.ClientConfig()
+	cfg, err := o.kube.ToRESTConfig()
 	if err != nil {
 		return nil, doctor.Where{}, fmt.Errorf("load kubeconfig: %w", err)
 	}
-	where := doctor.Where{Kubeconfig: o.kubeconfig, Namespace: o.namespace, Server: cfg.Host, PrometheusURL: o.prometheusURL}
-	if raw, err := loader.RawConfig(); err == nil {
-		where.Context = raw.CurrentContext
-		if o.context != "" {
-			where.Context = o.context
-		}
-	}
+	where := doctor.Where{Kubeconfig: o.kube.Kubeconfig(), Namespace: o.kube.Namespace(), Server: cfg.Host,
+		Context: o.kube.Context(), PrometheusURL: o.prometheusURL}
 	return cfg, where, nil
 }
 

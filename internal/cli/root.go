@@ -49,6 +49,7 @@ func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}
+	completeVersionFlags(root)
 	// cobra adds its completion command when the root executes; added now,
 	// its --help gets examples like every other command's.
 	root.InitDefaultCompletionCmd()

@@ -60,10 +60,10 @@ otherwise; --quiet turns it off.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			mode, err := devcluster.ParsePrometheusMode(prometheus)
 			if err != nil {
-				return err
+				return &ExitError{Code: 2, Err: err}
 			}
 			if nodes < 1 {
-				return fmt.Errorf("--nodes must be at least 1")
+				return &ExitError{Code: 2, Err: fmt.Errorf("--nodes must be at least 1")}
 			}
 			c, err := devcluster.New(name)
 			if err != nil {
@@ -88,6 +88,8 @@ otherwise; --quiet turns it off.`,
 	cmd.Flags().IntVar(&nodes, "nodes", 3, "number of fake nodes (the first is the control-plane node)")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress reports on stderr while waiting")
 	cmd.Flags().StringVar(&prometheus, "prometheus", string(devcluster.PrometheusNone), "install a Prometheus stack: none, before (the KubeVirt resource) or late (after the control plane is Available)")
+	_ = cmd.RegisterFlagCompletionFunc("prometheus", cobra.FixedCompletions([]string{string(devcluster.PrometheusNone), string(devcluster.PrometheusBefore), string(devcluster.PrometheusLate)}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("name", completeClusterNames)
 	return cmd
 }
 
