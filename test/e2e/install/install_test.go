@@ -61,7 +61,9 @@ var operatorUser = fmt.Sprintf("system:serviceaccount:%s:%s", installNS, operato
 //  1. `make release-manifests` renders dist/virtop-operator.yaml and
 //     dist/kubevirt-cr.yaml (into a temporary DIST);
 //  2. `kubectl apply --server-side --validate=strict` of the operator
-//     manifest on a cluster without any of virtop's objects; the Deployment
+//     manifest, first on the suite's `virtop up` cluster as it is (no
+//     conflict with what `up` installed: no --force-conflicts), then on a
+//     cluster without any of virtop's objects; the Deployment
 //     virt-operator becomes Available (kwok runs its pods as fakes);
 //  3. the same apply again changes no object (resourceVersions);
 //  4. `kubectl apply --server-side` of the KubeVirt resource;
@@ -110,11 +112,17 @@ func TestReleaseManifestsInstall(t *testing.T) {
 	}
 	checkManifest(t, manifest, operatorImage+"@"+strings.TrimSpace(string(digest)))
 
-	// 2. A cluster as users have it: the suite's cluster comes with
-	// virtop's CRDs, the PriorityClass and the install namespace (what
-	// `virtop up` installs); remove them so the manifest creates them.
-	removeSuiteBase(t, c)
+	// 2a. The suite's cluster is a `virtop up` cluster: it comes with the
+	// base `virtop up` installs (virtop's CRDs, the namespace, the
+	// PriorityClass, from the same files as the manifest). The manifest
+	// applies on it server-side without --force-conflicts.
 	k := kubectl{t: t, bin: kubectlBin, kubeconfig: env.Cluster.Kubeconfig(), cacheDir: t.TempDir()}
+	out := k.run("apply", "--server-side", "--validate=strict", "-f", operatorYAML)
+	t.Logf("the operator manifest applied on the `virtop up` base without --force-conflicts:\n%s", out)
+
+	// 2b. A cluster as users have it: remove the base (and what 2a added
+	// to it) so the manifest creates everything.
+	removeSuiteBase(t, c)
 	t0 = time.Now()
 	k.run("apply", "--server-side", "--validate=strict", "-f", operatorYAML)
 	t.Logf("MEASURE kubectl apply --server-side of the operator manifest (%d objects): %s", len(manifest), time.Since(t0).Round(100*time.Millisecond))
@@ -123,7 +131,7 @@ func TestReleaseManifestsInstall(t *testing.T) {
 
 	// 3. A second apply changes nothing.
 	before := resourceVersions(t, c, manifest)
-	out := k.run("apply", "--server-side", "--validate=strict", "-f", operatorYAML)
+	out = k.run("apply", "--server-side", "--validate=strict", "-f", operatorYAML)
 	after := resourceVersions(t, c, manifest)
 	for key, rv := range before {
 		if after[key] != rv {
