@@ -129,6 +129,17 @@ func TestReleaseManifestsInstall(t *testing.T) {
 	took := env.WaitDeploymentAvailable(t, installNS, operatorDeploy, waitLong)
 	t.Logf("MEASURE Deployment %s Available %s after the apply", operatorDeploy, took.Round(100*time.Millisecond))
 
+	// Upstream's KubeVirt CRD, full schema: kubectl explain answers for
+	// spec.configuration, as on an upstream install (the API server
+	// publishes a new CRD's OpenAPI within seconds; poll for it).
+	var explained string
+	poll.Eventually(t, "kubectl explain kubevirt.spec.configuration.migrations", time.Minute, func(ctx context.Context) (bool, error) {
+		out, err := k.try("explain", "kubevirt.spec.configuration.migrations")
+		explained = out
+		return err == nil && strings.Contains(out, "bandwidthPerMigration") && strings.Contains(out, "parallelMigrationsPerCluster"), fmt.Errorf("%v: %s", err, out)
+	})
+	t.Logf("kubectl explain kubevirt.spec.configuration.migrations:\n%s", explained)
+
 	// 3. A second apply changes nothing.
 	before := resourceVersions(t, c, manifest)
 	out = k.run("apply", "--server-side", "--validate=strict", "-f", operatorYAML)
@@ -148,6 +159,10 @@ func TestReleaseManifestsInstall(t *testing.T) {
 
 	// 4. The KubeVirt resource, as shipped.
 	k.run("apply", "--server-side", "--validate=strict", "-f", crYAML)
+	// Upstream's short name and printer columns.
+	if out := k.run("get", "kv", "-n", installNS); !strings.Contains(out, "PHASE") || !strings.Contains(out, "AGE") {
+		t.Errorf("kubectl get kv shows not upstream's columns (Age, Phase):\n%s", out)
+	}
 	kv := &kvv1.KubeVirt{}
 	if err := c.Get(ctx, framework.KubeVirtKey, kv); err != nil {
 		t.Fatalf("the KubeVirt resource of %s: %v", filepath.Base(crYAML), err)
@@ -412,6 +427,13 @@ func (k kubectl) run(args ...string) string {
 	}
 	k.t.Logf("kubectl %s:\n%s", strings.Join(args, " "), strings.TrimSpace(stdout.String()))
 	return stdout.String()
+}
+
+// try runs kubectl and returns its combined output and error.
+func (k kubectl) try(args ...string) (string, error) {
+	full := append([]string{"--kubeconfig", k.kubeconfig, "--cache-dir", k.cacheDir}, args...)
+	out, err := exec.Command(k.bin, full...).CombinedOutput()
+	return string(out), err
 }
 
 // impersonatingKubeconfig writes a copy of the cluster's kubeconfig whose
