@@ -293,4 +293,3 @@ func cmpOr(s, def string) string {
 	}
 	return s
 }
-
