@@ -2,7 +2,8 @@
 SHELL := /usr/bin/env bash -o pipefail
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.1.0-dev)
-LDFLAGS := -X github.com/virtop-dev/virtop/internal/version.Version=$(VERSION)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X github.com/virtop-dev/virtop/internal/version.Version=$(VERSION) -X github.com/virtop-dev/virtop/internal/version.Commit=$(COMMIT)
 BIN := bin/virtop
 
 .DEFAULT_GOAL := help

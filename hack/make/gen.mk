@@ -5,8 +5,16 @@ generate: controller-gen ## Generate deepcopy functions for the API types
 	$(CONTROLLER_GEN) object:headerFile="" paths=./api/...
 
 .PHONY: manifests
-manifests: controller-gen ## Generate the CRDs of the API types into config/crd/bases
-	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+manifests: controller-gen ## Generate config/crd/bases: virtop's KubeVirtMonitoring CRD, and upstream's KubeVirt CRD with virtop's checks laid over it
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=$$tmp && \
+	cp $$tmp/virtop.dev_kubevirtmonitorings.yaml config/crd/bases/ && \
+	$(GO) run ./hack/kubevirtcrd merge -upstream config/crd/upstream/kubevirt.io_kubevirts.yaml \
+		-virtop $$tmp/kubevirt.io_kubevirts.yaml -out config/crd/bases/kubevirt.io_kubevirts.yaml
+
+.PHONY: kubevirt-crd-upstream
+kubevirt-crd-upstream: controller-gen ## Regenerate config/crd/upstream (upstream's KubeVirt CRD from kubevirt.io/api of the newest catalog release; needs the Go module proxy)
+	CONTROLLER_GEN=$(CONTROLLER_GEN) hack/kubevirtcrd/gen.sh
 
 .PHONY: verify
 verify: generate manifests ## Regenerate, gofmt and vet, no package imported by nothing; fail if the tree is dirty or unformatted

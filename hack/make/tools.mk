@@ -17,8 +17,12 @@ HELM := $(TOOLS_DIR)/helm-$(HELM_VERSION)/helm
 KUSTOMIZE := $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VERSION)/kustomize
 
 .PHONY: tools
-tools: ## Build the pinned Kubernetes, etcd, kwok and controller-gen binaries into the cache
+tools: ## Build the pinned Kubernetes, etcd, kwok, controller-gen and prometheus-operator binaries into the cache (tests)
 	hack/tools/build.sh core
+
+.PHONY: tools-demo
+tools-demo: ## Build only what virtop up runs (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, kwokctl)
+	hack/tools/build.sh demo
 
 .PHONY: tools-packaging
 tools-packaging: ## Build helm and kustomize into the cache (packaging only)

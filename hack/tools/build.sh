@@ -7,12 +7,18 @@
 # renames it into place, so an interrupted build never leaves a half-written
 # binary behind.
 #
+# Binaries of one module are built by one `go build` (the four Kubernetes
+# commands) or one `go install` (kwok and kwokctl): the packages they share
+# are compiled once and in parallel, and their links run side by side.
+#
 # Usage: hack/tools/build.sh [GROUP|BINARY]...
-#   groups:   core (default): kube-apiserver etcd kubectl kube-controller-manager
-#                             kube-scheduler kwok kwokctl controller-gen
-#                             prometheus-operator
+#   groups:   demo:           what `virtop up` runs, in the order it starts
+#                             them: etcd kube-apiserver kube-controller-manager
+#                             kube-scheduler kubectl kwok kwokctl
+#             core (default): demo, then controller-gen and
+#                             prometheus-operator (tests)
 #             packaging:      helm kustomize
-#             all:            both
+#             all:            core and packaging
 #   binaries: any of the names above
 set -euo pipefail
 
@@ -28,7 +34,8 @@ export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
 cache="${VIRTOP_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/virtop/tools}"
 
-core=(kube-apiserver etcd kubectl kube-controller-manager kube-scheduler kwok kwokctl controller-gen prometheus-operator)
+demo=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl)
+core=("${demo[@]}" controller-gen prometheus-operator)
 packaging=(helm kustomize)
 
 tmp_files=()
@@ -122,12 +129,82 @@ run_build() {
 	esac
 }
 
-slow_note() {
+# minutes_of BINARY -> "LOW HIGH": minutes a cold build takes on a 2-core
+# machine, idle to busy (measured; the binaries after the first of a group
+# cost only what they do not share with it).
+minutes_of() {
 	case "$1" in
-	kube-apiserver) echo " (takes several minutes on 2 cores)" ;;
-	kube-controller-manager | kwok | helm | prometheus-operator) echo " (several minutes on a busy machine)" ;;
-	etcd | kubectl | kwokctl | kustomize | controller-gen) echo " (a minute or more)" ;;
+	kube-apiserver) echo "4 9" ;;
+	kube-controller-manager) echo "1 3" ;;
+	kube-scheduler | kubectl) echo "0.5 1" ;;
+	etcd | controller-gen | kustomize) echo "1 2" ;;
+	kwok) echo "2 4" ;;
+	kwokctl) echo "0.5 1" ;;
+	prometheus-operator | helm) echo "3 6" ;;
+	*) echo "1 2" ;;
 	esac
+}
+
+# plan TARGETS...: say what will be built and roughly how long it takes.
+plan() {
+	local t lo hi l h names=() low=0 high=0
+	for t in "$@"; do
+		cached "${t}" && continue
+		names+=("${t}")
+		read -r l h < <(minutes_of "${t}")
+		low=$(awk -v a="${low}" -v b="${l}" 'BEGIN{print a+b}')
+		high=$(awk -v a="${high}" -v b="${h}" 'BEGIN{print a+b}')
+	done
+	if [[ ${#names[@]} -eq 0 ]]; then
+		echo "tools: all ${#} cached in ${cache}"
+		return
+	fi
+	echo "tools: building ${#names[@]} of ${#}: ${names[*]}"
+	echo "tools: a first build takes about ${low%.*}-${high%.*} minutes on a 2-core machine (more when it is busy); later runs reuse ${cache}"
+}
+
+# dest_of BINARY -> its path in the cache.
+dest_of() {
+	local tool version
+	read -r tool version < <(tool_of "$1") || die "unknown tool: $1"
+	echo "${cache}/${tool}-${version}/$(file_of "$1")"
+}
+
+cached() { [[ -x "$(dest_of "$1")" ]]; }
+
+# build_kube_group BINARY...: the Kubernetes commands in one go build.
+build_kube_group() {
+	local out pkgs=() b start
+	out="$(mktemp -d "${cache}/.kube-build.XXXXXX")"
+	tmp_files+=("${out}")
+	for b in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/${b}"); done
+	echo "building $* ${KUBERNETES_VERSION} (one go build)..."
+	start=${SECONDS}
+	(cd "${here}/kube" && "${GO}" build -trimpath -ldflags "$(kube_ldflags)" -o "${out}/" "${pkgs[@]}") ||
+		die "building $* ${KUBERNETES_VERSION} failed (see the go output above)"
+	for b in "$@"; do
+		mkdir -p "$(dirname "$(dest_of "${b}")")"
+		chmod 0755 "${out}/${b}"
+		mv -f "${out}/${b}" "$(dest_of "${b}")"
+	done
+	echo "built $* ${KUBERNETES_VERSION} in $((SECONDS - start))s: $(dirname "$(dest_of "$1")")"
+}
+
+# build_kwok_group BINARY...: kwok's commands in one go install.
+build_kwok_group() {
+	local gobin pkgs=() b start
+	gobin="$(mktemp -d "${cache}/.gobin.XXXXXX")"
+	tmp_files+=("${gobin}")
+	for b in "$@"; do pkgs+=("sigs.k8s.io/kwok/cmd/${b}@${KWOK_VERSION}"); done
+	echo "building $* ${KWOK_VERSION} (one go install)..."
+	start=${SECONDS}
+	GOBIN="${gobin}" "${GO}" install -trimpath -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" "${pkgs[@]}" ||
+		die "building $* ${KWOK_VERSION} failed (see the go output above)"
+	for b in "$@"; do
+		mkdir -p "$(dirname "$(dest_of "${b}")")"
+		mv -f "${gobin}/${b}" "$(dest_of "${b}")"
+	done
+	echo "built $* ${KWOK_VERSION} in $((SECONDS - start))s: $(dirname "$(dest_of "$1")")"
 }
 
 build_one() {
@@ -142,7 +219,7 @@ build_one() {
 	mkdir -p "${dir}"
 	tmp="$(mktemp "${dir}/.${bin}.tmp.XXXXXX")"
 	tmp_files+=("${tmp}")
-	echo "building ${bin} ${version}$(slow_note "${bin}")..."
+	echo "building ${bin} ${version}..."
 	start=${SECONDS}
 	if ! run_build "${bin}" "${tmp}"; then
 		die "building ${bin} ${version} failed (see the go output above)"
@@ -158,17 +235,49 @@ main() {
 	[[ $# -gt 0 ]] || set -- core
 	for arg in "$@"; do
 		case "${arg}" in
+		demo) targets+=("${demo[@]}") ;;
 		core) targets+=("${core[@]}") ;;
 		packaging) targets+=("${packaging[@]}") ;;
 		all) targets+=("${core[@]}" "${packaging[@]}") ;;
-		*) tool_of "${arg}" >/dev/null || die "unknown tool or group: ${arg} (groups: core, packaging, all)"
+		*) tool_of "${arg}" >/dev/null || die "unknown tool or group: ${arg} (groups: demo, core, packaging, all)"
 			targets+=("${arg}") ;;
 		esac
 	done
 	command -v "${GO}" >/dev/null || die "go not found in PATH"
 	mkdir -p "${cache}"
-	local t
-	for t in "${targets[@]}"; do build_one "${t}"; done
+	# Each binary once, in the order asked.
+	local t seen=" " ordered=()
+	for t in "${targets[@]}"; do
+		[[ "${seen}" == *" ${t} "* ]] && continue
+		seen+="${t} "
+		ordered+=("${t}")
+	done
+	plan "${ordered[@]}"
+	# The missing binaries of a group are built together, where the first
+	# of them is asked for.
+	local kube=() kwok=() done_groups=" "
+	for t in "${ordered[@]}"; do
+		cached "${t}" && continue
+		case "${t}" in
+		kube-apiserver | kube-controller-manager | kube-scheduler | kubectl) kube+=("${t}") ;;
+		kwok | kwokctl) kwok+=("${t}") ;;
+		esac
+	done
+	for t in "${ordered[@]}"; do
+		if cached "${t}"; then
+			echo "cached: $(dest_of "${t}")"
+			continue
+		fi
+		case "${t}" in
+		kube-apiserver | kube-controller-manager | kube-scheduler | kubectl)
+			[[ "${done_groups}" == *" kube "* ]] || build_kube_group "${kube[@]}"
+			done_groups+="kube " ;;
+		kwok | kwokctl)
+			[[ "${done_groups}" == *" kwok "* ]] || build_kwok_group "${kwok[@]}"
+			done_groups+="kwok " ;;
+		*) build_one "${t}" ;;
+		esac
+	done
 }
 
 main "$@"

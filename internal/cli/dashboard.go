@@ -16,8 +16,8 @@ func init() { register(newDashboardCommand) }
 
 func newDashboardCommand() *cobra.Command {
 	var (
-		rf     rulesFlags
-		output string
+		rf          rulesFlags
+		asConfigMap bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dashboard",
@@ -31,18 +31,17 @@ The operator installs it as the ConfigMap ` + vocab.DashboardConfigMapName + `, 
 ` + dashboard.SidecarLabel + `=` + dashboard.SidecarLabelValue + `, where it finds a Grafana dashboard sidecar convention (a
 ConfigMap with that label in a monitoring namespace, as kube-prometheus-stack
 ships its dashboards); a KubeVirtMonitoring with spec.dashboard.disabled
-leaves it out. -o json prints the dashboard for Grafana's import, -o
-configmap the ConfigMap as the install strategy holds it.`,
+leaves it out. It prints the dashboard's JSON for Grafana's import, or with
+--as-configmap the ConfigMap as the install strategy holds it.`,
 		Example: `  virtop dashboard > kubevirt-control-plane.json
-  virtop dashboard --version v1.5.0 --namespace kv -o configmap`,
+  virtop dashboard --version v1.5.0 --namespace kv --as-configmap`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := rf.release()
 			if err != nil {
 				return err
 			}
-			switch output {
-			case "json":
+			if !asConfigMap {
 				ns := rf.namespace
 				if ns == "" {
 					ns = config.DefaultNamespace
@@ -57,24 +56,22 @@ configmap the ConfigMap as the install strategy holds it.`,
 				}
 				_, err = cmd.OutOrStdout().Write(b)
 				return err
-			case "configmap":
-				cm, err := dashboardConfigMap(r, rf.namespace)
-				if err != nil {
-					return err
-				}
-				out, err := printObject(cm, "yaml")
-				if err != nil {
-					return err
-				}
-				_, err = cmd.OutOrStdout().Write(out)
+			}
+			cm, err := dashboardConfigMap(r, rf.namespace)
+			if err != nil {
 				return err
 			}
-			return fmt.Errorf("unknown output format %q (want json or configmap)", output)
+			out, err := printObject(cm, "yaml")
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&rf.version, "version", "", "KubeVirt version whose dashboard to print (default: the catalog default, "+catalog.Default+")")
 	cmd.Flags().StringVar(&rf.namespace, "namespace", "", "install namespace the queries select in (default kubevirt)")
-	cmd.Flags().StringVarP(&output, "output", "o", "json", "output format: json (the dashboard) or configmap (the ConfigMap that ships it)")
+	cmd.Flags().BoolVar(&asConfigMap, "as-configmap", false, "print the ConfigMap that ships the dashboard (YAML) instead of the dashboard's JSON")
 	return cmd
 }
 

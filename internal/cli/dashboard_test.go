@@ -13,7 +13,7 @@ import (
 )
 
 // TestDashboardCommand: virtop dashboard prints JSON the SDK reads and that
-// passes the checks against the version's catalogue; -o configmap prints the
+// passes the checks against the version's catalogue; --as-configmap prints the
 // ConfigMap the strategy holds, labelled for Grafana's sidecar.
 func TestDashboardCommand(t *testing.T) {
 	code, out, stderr := runCLI("dashboard", "--version", "v1.5.0", "--namespace", "kv")
@@ -31,7 +31,7 @@ func TestDashboardCommand(t *testing.T) {
 	if !strings.Contains(out, `namespace=\"kv\"`) {
 		t.Error("queries not rendered for namespace kv")
 	}
-	code, out, stderr = runCLI("dashboard", "-o", "configmap")
+	code, out, stderr = runCLI("dashboard", "--as-configmap")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

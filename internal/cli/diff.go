@@ -74,8 +74,8 @@ Exit status: 0 when the strategies are equal, 1 when they differ, 2 on error.`,
   virtop diff a.yaml b.yaml -o json`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("-o must be text or json, not %q", output)
+			if err := checkOutput(output, reportFormats); err != nil {
+				return err
 			}
 			if rf.version != "" || rf.tag != "" {
 				return fmt.Errorf("--version and --tag do not apply to diff; name the version in the operand (version:<tag>)")
@@ -130,7 +130,7 @@ Exit status: 0 when the strategies are equal, 1 when they differ, 2 on error.`,
 	// The version comes from each version: operand; the flags are refused.
 	_ = cmd.Flags().MarkHidden("version")
 	_ = cmd.Flags().MarkHidden("tag")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	addOutputFlag(cmd, &output, reportFormats)
 	cmd.Flags().BoolVar(&ignoreMetadata, "ignore-metadata", false, "ignore labels and annotations altogether (of objects and pod templates; not of alerts)")
 	cmd.Flags().BoolVar(&showStamps, "show-stamps", false, "compare the version stamps and the bookkeeping metadata (virtop.dev/ annotations, managed-by label) too")
 	return cmd

@@ -12,10 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/tools/doctor"
 )
@@ -24,9 +22,7 @@ func init() { register(newDoctorCommand) }
 
 // doctorOptions are the flags of virtop doctor.
 type doctorOptions struct {
-	kubeconfig    string
-	context       string
-	namespace     string
+	kube          *clusterFlags
 	prometheusURL string
 	output        string
 	timeout       time.Duration
@@ -98,6 +94,9 @@ Exit status: 0 Healthy, 1 any other verdict, 2 doctor could not run.`,
 		Example: `  # the cluster of a kubeconfig context, default install namespace kubevirt
   virtop doctor --context prod-east
 
+  # another install namespace, as another user
+  virtop doctor -n virt --as alice --as-group sre
+
   # also ask the Prometheus that selects KubeVirt's ServiceMonitor, through the API server
   virtop doctor --context prod-east --prometheus auto
 
@@ -109,8 +108,8 @@ Exit status: 0 Healthy, 1 any other verdict, 2 doctor could not run.`,
   virtop doctor --context prod-east -o json | jq -r '.verdict, .reason'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.output != "text" && o.output != "json" {
-				return fmt.Errorf("-o must be text or json, not %q", o.output)
+			if err := checkOutput(o.output, reportFormats); err != nil {
+				return err
 			}
 			if _, err := doctorPrometheus(o); err != nil {
 				return err
@@ -118,16 +117,14 @@ Exit status: 0 Healthy, 1 any other verdict, 2 doctor could not run.`,
 			return runDoctor(cmd.Context(), o, cmd.OutOrStdout())
 		},
 	}
+	o.kube = addClusterFlags(cmd)
 	fs := cmd.Flags()
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
-	fs.StringVar(&o.context, "context", "", "kubeconfig context: name it, so doctor cannot look at another cluster (default: the current context)")
-	fs.StringVar(&o.namespace, "namespace", config.DefaultNamespace, "install namespace of KubeVirt")
 	fs.StringVar(&o.prometheusURL, "prometheus-url", "", "base URL of the Prometheus HTTP API to query (a Prometheus, a Thanos querier, an OAuth proxy, or the API server's service proxy)")
 	fs.StringVar(&o.prometheus, "prometheus", "none", "auto: ask the Prometheus that selects KubeVirt's ServiceMonitor, through the API server's service proxy; none: ask none (unless --prometheus-url)")
 	fs.StringVar(&o.prometheusToken, "prometheus-token", "", "bearer token for --prometheus-url")
 	fs.StringVar(&o.prometheusTokenFile, "prometheus-token-file", "", "file holding the bearer token for --prometheus-url")
 	fs.StringVar(&o.prometheusCA, "prometheus-ca", "", "PEM file of the CAs that verify --prometheus-url's certificate")
-	fs.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	addOutputFlag(cmd, &o.output, reportFormats)
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "bound on the whole run")
 	return cmd
 }
@@ -135,17 +132,12 @@ Exit status: 0 Healthy, 1 any other verdict, 2 doctor could not run.`,
 // doctorConfig resolves the kubeconfig: the client config and where it
 // points.
 func doctorConfig(o doctorOptions) (*rest.Config, doctor.Where, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if o.kubeconfig != "" {
-		rules.ExplicitPath = o.kubeconfig
-	}
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
-	cfg, err := loader.ClientConfig()
+	cfg, err := o.kube.ToRESTConfig()
 	if err != nil {
 		return nil, doctor.Where{}, fmt.Errorf("load kubeconfig: %w", err)
 	}
-	where := doctor.Locate(loader, doctor.Explicit{Kubeconfig: o.kubeconfig, Context: o.context}, cfg)
-	where.Namespace, where.PrometheusURL = o.namespace, o.prometheusURL
+	where := doctor.Locate(o.kube.ToRawKubeConfigLoader(), doctor.Explicit{Kubeconfig: o.kube.Kubeconfig(), Context: o.kube.ExplicitContext()}, cfg)
+	where.Namespace, where.PrometheusURL = o.kube.Namespace(), o.prometheusURL
 	return cfg, where, nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 const deadKubeconfig = `apiVersion: v1
@@ -68,7 +70,12 @@ func TestDoctorWhere(t *testing.T) {
 	if err := os.WriteFile(kc, []byte(deadKubeconfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, where, err := doctorConfig(doctorOptions{kubeconfig: kc, namespace: "kv"})
+	cmd := &cobra.Command{Use: "doctor"}
+	kube := addClusterFlags(cmd)
+	if err := cmd.ParseFlags([]string{"--kubeconfig", kc, "-n", "kv"}); err != nil {
+		t.Fatal(err)
+	}
+	_, where, err := doctorConfig(doctorOptions{kube: kube})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,7 @@ latest step; --quiet turns it off.`,
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", devcluster.DefaultName, "name of the local cluster")
+	_ = cmd.RegisterFlagCompletionFunc("name", completeClusterNames)
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress reports on stderr while waiting")
 	return cmd
 }

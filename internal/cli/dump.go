@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -34,7 +35,12 @@ func (f *renderFlags) bind(cmd *cobra.Command) {
 	fs.StringVar(&f.kubevirtFile, "kubevirt", "", "a KubeVirt resource (YAML or JSON) to render the strategy of; other flags override its fields")
 	fs.StringVar(&f.version, "version", "", "KubeVirt version to render (spec.imageTag); default: the resource's, else the catalog default")
 	fs.StringVar(&f.tag, "tag", "", "same as --version (upstream calls the version imageTag)")
-	fs.StringVar(&f.namespace, "namespace", "", "install namespace (default: the resource's, else kubevirt)")
+	fs.StringVarP(&f.namespace, "namespace", "n", "", "install namespace (default: the resource's, else kubevirt)")
+	for _, name := range []string{"version", "tag"} {
+		_ = cmd.RegisterFlagCompletionFunc(name, completeVersions)
+	}
+	_ = cmd.MarkFlagFilename("kubevirt", "yaml", "yml", "json")
+	_ = cmd.MarkFlagFilename("tuning", "yaml", "yml", "json")
 	fs.StringVar(&f.registry, "registry", "", "image registry (spec.imageRegistry)")
 	fs.StringSliceVar(&f.featureGates, "feature-gates", nil, "feature gates, comma-separated (replace the resource's)")
 	fs.StringVar(&f.tuningFile, "tuning", "", "a KubeVirtMonitoring (virtop.dev/v1alpha1, YAML or JSON) to apply to the PrometheusRule and ServiceMonitor, as the operator does")
@@ -157,8 +163,8 @@ operator to apply them.`,
   virtop dump --tuning kubevirtmonitoring.yaml --kind PrometheusRule --kind ServiceMonitor`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "yaml" && output != "json" {
-				return fmt.Errorf("-o must be yaml or json, not %q", output)
+			if err := checkOutput(output, objectFormats); err != nil {
+				return err
 			}
 			if asConfigMap && rf.tuningFile != "" {
 				return fmt.Errorf("--tuning and --as-configmap cannot be combined: the strategy ConfigMap holds the untuned objects; the operator applies the tuning when it plans")
@@ -193,9 +199,33 @@ operator to apply them.`,
 	}
 	rf.bind(cmd)
 	cmd.Flags().StringArrayVar(&kinds, "kind", nil, "print only objects of this kind (repeatable, case-insensitive)")
-	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
+	_ = cmd.RegisterFlagCompletionFunc("kind", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return completeKinds(rf), cobra.ShellCompDirectiveNoFileComp
+	})
+	addOutputFlag(cmd, &output, objectFormats)
 	cmd.Flags().BoolVar(&asConfigMap, "as-configmap", false, "print the strategy ConfigMap instead of the objects")
 	return cmd
+}
+
+// completeKinds lists the kinds of the strategy the other flags describe
+// (the default version's when they describe none that renders).
+func completeKinds(rf renderFlags) []string {
+	s, err := rf.generate()
+	if err != nil {
+		if s, err = (&renderFlags{}).generate(); err != nil {
+			return nil
+		}
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, o := range s.Objects {
+		if k := strategy.Kind(o); !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // namespaceOf finds the install namespace of a strategy from its

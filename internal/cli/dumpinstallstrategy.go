@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtop-dev/virtop/internal/config"
@@ -29,7 +28,8 @@ func init() { register(newDumpInstallStrategyCommand) }
 const dumpInstallStrategyTimeout = 2 * time.Minute
 
 func newDumpInstallStrategyCommand() *cobra.Command {
-	return &cobra.Command{
+	var kube *clusterFlags
+	cmd := &cobra.Command{
 		Use:   "dump-install-strategy",
 		Short: "Render the install strategy named by $" + strategyjob.EnvDeploymentConfig + " and write its ConfigMap (what the strategy Job runs)",
 		Long: `Render the install strategy of the deployment config in $` + strategyjob.EnvDeploymentConfig + `
@@ -37,8 +37,9 @@ func newDumpInstallStrategyCommand() *cobra.Command {
 catalog, and write it as the strategy ConfigMap into the config's namespace
 with server-side apply, so a retried Job is harmless.
 
-The cluster comes from the standard loading rules: $KUBECONFIG or
-~/.kube/config, else the pod's service account.
+The cluster comes from the standard loading rules and kubectl's connection
+flags: --kubeconfig, $KUBECONFIG or ~/.kube/config, else the pod's service
+account. -n, when given, must be the config's namespace.
 
 Exit status: 0 when the ConfigMap is written; 2 for an error a retry cannot
 fix (missing or invalid config, a version outside this binary's catalog);
@@ -53,21 +54,26 @@ stderr every 10 s says so (the Job's log shows what it waits for).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), dumpInstallStrategyTimeout)
 			defer cancel()
-			return dumpInstallStrategy(ctx, os.Getenv(strategyjob.EnvDeploymentConfig), cmd.ErrOrStderr())
+			return dumpInstallStrategy(ctx, os.Getenv(strategyjob.EnvDeploymentConfig), kube, cmd.ErrOrStderr())
 		},
 	}
+	kube = addClusterFlags(cmd)
+	return cmd
 }
 
 // dumpInstallStrategy renders the strategy of a JSON deployment config and
 // applies its ConfigMap. Errors a retry cannot fix are plain (exit 2);
 // others are ExitErrors with code 1.
-func dumpInstallStrategy(ctx context.Context, raw string, log io.Writer) error {
+func dumpInstallStrategy(ctx context.Context, raw string, kube *clusterFlags, log io.Writer) error {
 	if raw == "" {
 		return fmt.Errorf("$%s is empty: it must hold the deployment config as JSON", strategyjob.EnvDeploymentConfig)
 	}
 	cfg, err := config.Parse([]byte(raw))
 	if err != nil {
 		return fmt.Errorf("$%s: %w", strategyjob.EnvDeploymentConfig, err)
+	}
+	if ns := *kube.ConfigFlags.Namespace; ns != "" && ns != cfg.Namespace {
+		return fmt.Errorf("-n %s: the deployment config's namespace is %s", ns, cfg.Namespace)
 	}
 	start := time.Now()
 	st, err := strategy.Generate(cfg)
@@ -81,8 +87,7 @@ func dumpInstallStrategy(ctx context.Context, raw string, log io.Writer) error {
 	fmt.Fprintf(log, "Rendered the install strategy of KubeVirt %s (deployment %s): %d objects, %d bytes encoded, in %s\n",
 		cfg.Version, cfg.ID, len(st.Objects), len(cm.Data[vocab.ManifestsKey]), time.Since(start).Round(time.Millisecond))
 
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	restCfg, err := kube.ToRESTConfig()
 	if err != nil {
 		return &ExitError{Code: 1, Err: fmt.Errorf("load kubeconfig: %w", err)}
 	}

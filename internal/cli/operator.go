@@ -1,10 +1,7 @@
 package cli
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -16,9 +13,9 @@ func init() { register(newOperatorCommand) }
 
 func newOperatorCommand() *cobra.Command {
 	var (
-		opts       operator.Options
-		kubeconfig string
-		zapOpts    zap.Options
+		opts    operator.Options
+		kube    *clusterFlags
+		zapOpts zap.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "operator",
@@ -36,14 +33,11 @@ In a cluster it runs as the Deployment virt-operator; on a local cluster
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-			rules := clientcmd.NewDefaultClientConfigLoadingRules()
-			if kubeconfig != "" {
-				rules.ExplicitPath = kubeconfig
-			}
-			restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+			restCfg, err := kube.RESTConfig()
 			if err != nil {
-				return fmt.Errorf("load kubeconfig: %w", err)
+				return err
 			}
+			opts.Namespace = kube.Namespace()
 			restCfg.UserAgent = "virtop"
 			// The client's default limits (5 QPS) make a fresh install of
 			// ~200 objects take minutes; these stay polite to the server.
@@ -55,9 +49,9 @@ In a cluster it runs as the Deployment virt-operator; on a local cluster
 			return mgr.Start(ctrl.SetupSignalHandler())
 		},
 	}
+	kube = addClusterFlags(cmd)
+	cmd.Flags().Lookup("namespace").Usage = "install namespace: where the operator and the KubeVirt resource live (default " + config.DefaultNamespace + ")"
 	fs := cmd.Flags()
-	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, then $KUBECONFIG and ~/.kube/config)")
-	fs.StringVar(&opts.Namespace, "namespace", config.DefaultNamespace, "install namespace: where the operator and the KubeVirt resource live")
 	fs.BoolVar(&opts.LeaderElect, "leader-elect", false, "elect a leader among operator replicas (Lease virt-operator)")
 	fs.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8443", "address of the HTTPS metrics endpoint; 0 disables it")
 	fs.StringVar(&opts.PprofBindAddress, "pprof-bind-address", "", "address of net/http/pprof for profiling; empty disables it")

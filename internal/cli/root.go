@@ -41,12 +41,15 @@ func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
   source <(virtop completion bash)`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionLine(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}
+	completeVersionFlags(root)
 	// cobra adds its completion command when the root executes; added now,
 	// its --help gets examples like every other command's.
 	root.InitDefaultCompletionCmd()

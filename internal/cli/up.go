@@ -27,11 +27,15 @@ func newUpCommand() *cobra.Command {
 		Short: "Start a local cluster (kwok) with virtop's operator and KubeVirt",
 		Long: `Start a local cluster: kwokctl's binary runtime runs etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler and kwok-controller as host processes
-(binaries from the tools cache: run ` + "`make tools`" + ` first), with fake nodes that
-run Deployments and DaemonSets to Ready without containers. Then virtop installs
-what the release manifest would (CRDs, PriorityClass, the kubevirt namespace),
-starts ` + "`virtop operator`" + ` as a detached host process, applies
-config/samples/kubevirt-cr.yaml and shows progress until KubeVirt is Available.
+(binaries from the tools cache, ${VIRTOP_TOOLS_DIR:-~/.cache/virtop/tools}: ` + "`make tools-demo`" + `
+in a checkout builds them; up names any that is missing and how to build it),
+with fake nodes that run Deployments and DaemonSets to Ready without
+containers. Then it applies the release manifest's base (virtop's CRDs, the
+kubevirt namespace, the PriorityClass: the files of config/, embedded in this
+binary, so dist/virtop-operator.yaml applies on top without conflicts),
+starts ` + "`virtop operator`" + ` from this binary as a detached host process, applies
+the sample KubeVirt resource (config/samples/kubevirt-cr.yaml, embedded) and
+shows progress until KubeVirt is Available. No checkout is needed.
 
 State lives in ${XDG_STATE_HOME:-$HOME/.local/state}/virtop/NAME/ (kubeconfig,
 operator.log, operator.pid); ~/.kube/config is not touched. Running up again
@@ -60,10 +64,10 @@ otherwise; --quiet turns it off.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			mode, err := devcluster.ParsePrometheusMode(prometheus)
 			if err != nil {
-				return err
+				return &ExitError{Code: 2, Err: err}
 			}
 			if nodes < 1 {
-				return fmt.Errorf("--nodes must be at least 1")
+				return &ExitError{Code: 2, Err: fmt.Errorf("--nodes must be at least 1")}
 			}
 			c, err := devcluster.New(name)
 			if err != nil {
@@ -88,6 +92,8 @@ otherwise; --quiet turns it off.`,
 	cmd.Flags().IntVar(&nodes, "nodes", 3, "number of fake nodes (the first is the control-plane node)")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress reports on stderr while waiting")
 	cmd.Flags().StringVar(&prometheus, "prometheus", string(devcluster.PrometheusNone), "install a Prometheus stack: none, before (the KubeVirt resource) or late (after the control plane is Available)")
+	_ = cmd.RegisterFlagCompletionFunc("prometheus", cobra.FixedCompletions([]string{string(devcluster.PrometheusNone), string(devcluster.PrometheusBefore), string(devcluster.PrometheusLate)}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("name", completeClusterNames)
 	return cmd
 }
 

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"io"
 	"os/exec"
+	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -78,4 +80,13 @@ func decodeStream(t *testing.T, data []byte) []*unstructured.Unstructured {
 		_ = json.Unmarshal(b, &n)
 		out = append(out, &unstructured.Unstructured{Object: n})
 	}
+}
+
+// withoutMakeEnv drops the variables a parent make (`make test-packaging`)
+// passes down, so that a child make sees only its own command line.
+func withoutMakeEnv(env []string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return name == "MAKEFLAGS" || name == "MFLAGS" || name == "MAKELEVEL" || name == "MAKEOVERRIDES"
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
+	virtopconfig "github.com/virtop-dev/virtop/config"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -247,42 +248,31 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// installBase installs what KubeVirt's release manifest would, besides the
-// operator: virtop's CRDs (from crdDir, if it holds any), the PriorityClass
-// kubevirt-cluster-critical and the kubevirt namespace. It returns the number
-// of CRDs applied.
-func installBase(ctx context.Context, cl *Clients, crdDir string) (int, error) {
+// installBase installs what the release manifest holds besides the
+// operator's RBAC and Deployment, from the same files (the config
+// package's embedded copy of config/): virtop's CRDs, the install namespace
+// and the PriorityClass kubevirt-cluster-critical. It returns the number of
+// objects applied.
+func installBase(ctx context.Context, cl *Clients) (int, error) {
+	return applyFS(ctx, cl, virtopconfig.FS, virtopconfig.Base())
+}
+
+// applyFS server-side applies the files of fsys, in the order given.
+func applyFS(ctx context.Context, cl *Clients, fsys fs.FS, files []string) (int, error) {
 	n := 0
-	if crdDir != "" {
-		var err error
-		if n, err = applyDir(ctx, cl, crdDir); err != nil {
+	for _, name := range files {
+		f, err := fsys.Open(name)
+		if err != nil {
+			return n, err
+		}
+		k, err := applyStream(ctx, cl, f, name, "")
+		f.Close()
+		n += k
+		if err != nil {
 			return n, err
 		}
 	}
-	pc := &schedulingv1.PriorityClass{
-		ObjectMeta:  metav1.ObjectMeta{Name: vocab.PriorityClassName},
-		Value:       1000000000,
-		Description: "This priority class should be used for core kubevirt components only.",
-	}
-	if _, err := cl.Kube.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{FieldManager: vocab.UpFieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return n, fmt.Errorf("creating PriorityClass: %w", err)
-	}
-	if err := ensureNamespace(ctx, cl, InstallNamespace, map[string]string{
-		vocab.AppLabel:                       "",
-		"pod-security.kubernetes.io/enforce": "privileged",
-	}); err != nil {
-		return n, err
-	}
 	return n, nil
-}
-
-func ensureNamespace(ctx context.Context, cl *Clients, name string, labels map[string]string) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
-	_, err := cl.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{FieldManager: vocab.UpFieldManager})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace %s: %w", name, err)
-	}
-	return nil
 }
 
 // applyDir server-side applies every *.yaml/*.yml/*.json file in dir (sorted
@@ -316,7 +306,12 @@ func applyFile(ctx context.Context, cl *Clients, path, defaultNS string) (int, e
 		return 0, err
 	}
 	defer f.Close()
-	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	return applyStream(ctx, cl, f, path, defaultNS)
+}
+
+// applyStream is applyFile of a stream; name names it in errors.
+func applyStream(ctx context.Context, cl *Clients, r io.Reader, path, defaultNS string) (int, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
 	n := 0
 	for {
 		obj := &unstructured.Unstructured{}

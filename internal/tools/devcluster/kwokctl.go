@@ -32,7 +32,7 @@ type Tools struct {
 // missing binary and telling the user to run `make tools`.
 func FindTools() (Tools, error) {
 	var t Tools
-	var missing []string
+	var missing, names []string
 	for _, b := range []struct {
 		bin toolpaths.Binary
 		dst *string
@@ -47,15 +47,32 @@ func FindTools() (Tools, error) {
 	} {
 		p, err := b.bin.Require()
 		if err != nil {
-			missing = append(missing, fmt.Sprintf("%s (%s)", b.bin.Name, b.bin.Path()))
+			missing = append(missing, "  "+b.bin.Path())
+			names = append(names, b.bin.Name)
 			continue
 		}
 		*b.dst = p
 	}
 	if len(missing) > 0 {
-		return t, fmt.Errorf("the local cluster needs tool binaries that are not built: %s; run `make tools` first", strings.Join(missing, ", "))
+		return t, &MissingToolsError{Names: names, Paths: missing}
 	}
 	return t, nil
+}
+
+// MissingToolsError names the tool binaries the local cluster needs that
+// the tools cache does not hold, and how to build them.
+type MissingToolsError struct {
+	Names []string // binary names, in FindTools' order
+	Paths []string // where each is looked for
+}
+
+func (e *MissingToolsError) Error() string {
+	return fmt.Sprintf("the local cluster needs %d tool binaries that the tools cache (%s) does not hold:\n%s\n"+
+		"Build them from a virtop checkout (Go %s or newer; the Go module proxy must be reachable):\n"+
+		"  make tools-demo                      # all that virtop up runs, about 10-20 minutes on 2 cores the first time\n"+
+		"  hack/tools/build.sh %s   # only the missing ones\n"+
+		"or point VIRTOP_TOOLS_DIR at a cache that has them",
+		len(e.Names), toolpaths.CacheDir(), strings.Join(e.Paths, "\n"), "1.26", strings.Join(e.Names, " "))
 }
 
 // kwokctl runs kwokctl with the cluster's work directory and binaries in its

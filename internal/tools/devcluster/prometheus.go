@@ -3,9 +3,10 @@ package devcluster
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/virtop-dev/virtop/test/crds"
 )
 
 // PrometheusMode says whether and when `up` installs a Prometheus stack.
@@ -78,21 +79,11 @@ func prometheusObjects() []*unstructured.Unstructured {
 	}
 }
 
-// installPrometheus applies the monitoring.coreos.com CRDs from crdDir, then
-// the Prometheus objects.
-func installPrometheus(ctx context.Context, cl *Clients, crdDir string) error {
-	if crdDir == "" {
-		return fmt.Errorf("the monitoring.coreos.com CRDs are not found (test/crds/monitoring in the checkout)")
-	}
-	if _, err := os.Stat(crdDir); err != nil {
-		return fmt.Errorf("the monitoring.coreos.com CRDs are not found: %w", err)
-	}
-	n, err := applyDir(ctx, cl, crdDir)
-	if err != nil {
+// installPrometheus applies the monitoring.coreos.com CRDs (embedded from
+// test/crds/monitoring), then the Prometheus objects.
+func installPrometheus(ctx context.Context, cl *Clients) error {
+	if _, err := applyFS(ctx, cl, crds.FS, crds.Monitoring()); err != nil {
 		return err
-	}
-	if n == 0 {
-		return fmt.Errorf("no CRDs in %s", crdDir)
 	}
 	for _, obj := range prometheusObjects() {
 		if err := apply(ctx, cl, obj, ""); err != nil {

@@ -21,16 +21,14 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	virtopconfig "github.com/virtop-dev/virtop/config"
 	"github.com/virtop-dev/virtop/internal/tools/podless"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
-// Paths inside the checkout that `up` installs from.
-const (
-	CRDDir           = "config/crd/bases"
-	SampleCR         = "config/samples/kubevirt-cr.yaml"
-	MonitoringCRDDir = "test/crds/monitoring"
-)
+// MonitoringCRDDir holds the monitoring.coreos.com CRDs in the checkout
+// (embedded in the binary by the test/crds package, which `up` applies).
+const MonitoringCRDDir = "test/crds/monitoring"
 
 // ClusterOptions shape the cluster itself.
 type ClusterOptions struct {
@@ -40,9 +38,6 @@ type ClusterOptions struct {
 	// KwokTaint taints the fake nodes kwok.x-k8s.io/node=fake:NoSchedule as
 	// kwok's documentation does (off by default: see FakeNode).
 	KwokTaint bool
-	// CRDDir holds CRDs installed with the base (virtop's, normally
-	// <repo>/config/crd/bases); empty or missing is skipped.
-	CRDDir string
 }
 
 // Timings are measurements of Ensure.
@@ -59,8 +54,8 @@ type Timings struct {
 
 // Ensure makes the cluster run: it creates it with kwokctl if it does not
 // exist, starts it if its components are stopped, or reuses it; then it
-// creates the fake nodes and installs the base (CRDs, PriorityClass,
-// namespace). Progress goes to out.
+// creates the fake nodes and installs the base of the release manifest
+// (CRDs, namespace, PriorityClass: installBase). Progress goes to out.
 func (c *Cluster) Ensure(ctx context.Context, out io.Writer, o ClusterOptions) (Timings, error) {
 	var tm Timings
 	if o.Nodes <= 0 {
@@ -105,21 +100,12 @@ func (c *Cluster) Ensure(ctx context.Context, out io.Writer, o ClusterOptions) (
 	if err != nil {
 		return tm, err
 	}
-	crdDir := o.CRDDir
-	if crdDir != "" {
-		if _, err := os.Stat(crdDir); err != nil {
-			fmt.Fprintf(out, "  no CRDs at %s yet: skipped\n", crdDir)
-			crdDir = ""
-		}
-	}
-	n, err := installBase(ctx, cl, crdDir)
+	n, err := installBase(ctx, cl)
 	if err != nil {
 		return tm, err
 	}
-	if crdDir != "" {
-		fmt.Fprintf(out, "• Applied %d object(s) from %s\n", n, crdDir)
-	}
-	fmt.Fprintf(out, "• PriorityClass kubevirt-cluster-critical and namespace %s (label kubevirt.io=\"\") are in place\n", InstallNamespace)
+	fmt.Fprintf(out, "• Applied the release manifest's base, %d objects: virtop's CRDs, namespace %s, PriorityClass %s\n",
+		n, InstallNamespace, vocab.PriorityClassName)
 	return tm, nil
 }
 
@@ -130,10 +116,6 @@ type UpOptions struct {
 	Prometheus PrometheusMode
 	// Virtop is the virtop binary the operator runs from.
 	Virtop string
-	// RepoRoot is the checkout holding config/ and test/crds/; empty means
-	// the first directory upwards from the working directory (then from
-	// Virtop's) whose go.mod is virtop's.
-	RepoRoot string
 	// AvailableTimeout bounds the wait for the KubeVirt resource to become
 	// Available (default 5 minutes).
 	AvailableTimeout time.Duration
@@ -155,20 +137,6 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 	if o.Prometheus == "" {
 		o.Prometheus = PrometheusNone
 	}
-	root := o.RepoRoot
-	if root == "" {
-		root = FindRepoRoot(o.Virtop)
-	}
-	if root == "" {
-		fmt.Fprintln(out, "! Not run from a virtop checkout: no CRDs, sample resource or monitoring CRDs to install")
-	} else if o.CRDDir == "" {
-		o.CRDDir = filepath.Join(root, CRDDir)
-	}
-	monCRDs := ""
-	if root != "" {
-		monCRDs = filepath.Join(root, MonitoringCRDDir)
-	}
-
 	start := time.Now()
 	if _, err := c.Ensure(ctx, out, o.ClusterOptions); err != nil {
 		return err
@@ -179,7 +147,7 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 	}
 
 	if o.Prometheus == PrometheusBefore {
-		if err := installPrometheus(ctx, cl, monCRDs); err != nil {
+		if err := installPrometheus(ctx, cl); err != nil {
 			return fmt.Errorf("installing Prometheus: %w", err)
 		}
 		fmt.Fprintf(out, "• Prometheus %s/%s installed (before the KubeVirt resource)\n", MonitoringNamespace, PrometheusName)
@@ -202,26 +170,17 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 			"  Nothing will install KubeVirt; the cluster has no KubeVirt control plane.\n")
 	}
 
-	// The KubeVirt resource.
-	var kv *unstructured.Unstructured
-	sample := ""
-	if root != "" {
-		sample = filepath.Join(root, SampleCR)
+	// The KubeVirt resource: config/samples/kubevirt-cr.yaml, embedded.
+	sample, err := virtopconfig.FS.ReadFile(virtopconfig.SampleKubeVirt)
+	if err != nil {
+		return err
 	}
-	switch {
-	case sample == "" || !fileExists(sample):
-		fmt.Fprintf(out, "! No sample KubeVirt resource (%s): none applied\n", SampleCR)
-	case !hasCRD(ctx, cl, "kubevirts.kubevirt.io"):
-		fmt.Fprintf(out, "! The KubeVirt CRD (kubevirts.kubevirt.io) is not installed (no %s in the checkout yet): %s not applied\n", CRDDir, SampleCR)
-	default:
-		var patches int
-		kv, patches, err = applySample(ctx, cl, sample)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "• Applied KubeVirt %s/%s from %s, with %d customizeComponents patches that make its webhooks\n  failurePolicy Ignore with a %ds timeout (nothing serves them here)\n",
-			kv.GetNamespace(), kv.GetName(), SampleCR, patches, podless.WebhookTimeoutSeconds)
+	kv, patches, err := applySample(ctx, cl, sample, "config/"+virtopconfig.SampleKubeVirt)
+	if err != nil {
+		return err
 	}
+	fmt.Fprintf(out, "• Applied KubeVirt %s/%s (config/%s), with %d customizeComponents patches that make its webhooks\n  failurePolicy Ignore with a %ds timeout (nothing serves them here)\n",
+		kv.GetNamespace(), kv.GetName(), virtopconfig.SampleKubeVirt, patches, podless.WebhookTimeoutSeconds)
 
 	late := func() error {
 		if hasCRD(ctx, cl, "prometheuses.monitoring.coreos.com") {
@@ -236,7 +195,7 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 			return ctx.Err()
 		case <-time.After(o.LateDelay):
 		}
-		if err := installPrometheus(ctx, cl, monCRDs); err != nil {
+		if err := installPrometheus(ctx, cl); err != nil {
 			return fmt.Errorf("installing Prometheus: %w", err)
 		}
 		fmt.Fprintf(out, "• Prometheus %s/%s installed (late)\n", MonitoringNamespace, PrometheusName)
@@ -292,11 +251,7 @@ func (c *Cluster) printSummary(out io.Writer, start time.Time, hasControlPlane b
 // customizeComponents patches added that make every KubeVirt webhook
 // failurePolicy Ignore with a short timeout (podless.Prepare): nothing
 // serves them here. It returns the resource and the number of patches added.
-func applySample(ctx context.Context, cl *Clients, path string) (*unstructured.Unstructured, int, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, 0, err
-	}
+func applySample(ctx context.Context, cl *Clients, raw []byte, path string) (*unstructured.Unstructured, int, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
 	for {
 		obj := &unstructured.Unstructured{}

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/term"
 	"k8s.io/utils/clock"
 )
 
@@ -43,14 +44,12 @@ type Options struct {
 	Clock clock.WithTicker
 }
 
-// IsTerminal reports whether w is a terminal (a character device).
+// IsTerminal reports whether w is a terminal: a file whose descriptor
+// answers terminal ioctls (golang.org/x/term), not merely a character
+// device, which /dev/null is too.
 func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // ForStderr are the options for a command's stderr: a terminal or not, as

@@ -3,6 +3,7 @@ package progress
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -178,5 +179,30 @@ func TestStartTicks(t *testing.T) {
 	r.Stop()
 	if got := stderr.String(); got != "… waiting for the API server (3s)\n" {
 		t.Errorf("reports: %q", got)
+	}
+}
+
+// TestIsTerminal: /dev/null is a character device but no terminal; a pipe
+// and a buffer are neither. (A real terminal is not at hand in tests.)
+func TestIsTerminal(t *testing.T) {
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	if IsTerminal(null) {
+		t.Error("/dev/null counts as a terminal")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if IsTerminal(w) {
+		t.Error("a pipe counts as a terminal")
+	}
+	if IsTerminal(&bytes.Buffer{}) {
+		t.Error("a buffer counts as a terminal")
 	}
 }

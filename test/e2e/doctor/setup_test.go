@@ -49,9 +49,8 @@ func install(t *testing.T) *installed {
 	start := time.Now()
 	var out bytes.Buffer
 	err := env.Cluster.Up(ctx, &out, devcluster.UpOptions{
-		ClusterOptions: devcluster.ClusterOptions{Nodes: env.Nodes, CRDDir: filepath.Join(env.Repo, devcluster.CRDDir)},
+		ClusterOptions: devcluster.ClusterOptions{Nodes: env.Nodes},
 		Prometheus:     devcluster.PrometheusBefore,
-		RepoRoot:       env.Repo,
 		// No Virtop: the test runs the operator itself.
 	})
 	t.Logf("devcluster.Up (Prometheus before; given no operator binary, it says the operator is not built: the test starts it):\n%s", out.String())

@@ -125,10 +125,9 @@ func run(m *testing.M) (code int, err error) {
 		}
 		fmt.Printf("e2e: whole suite took %s\n", time.Since(suiteStart).Round(100*time.Millisecond))
 	}()
-	env.Timings, err = env.Cluster.Ensure(ctx, os.Stdout, devcluster.ClusterOptions{
-		Nodes:  env.Nodes,
-		CRDDir: filepath.Join(env.Repo, devcluster.CRDDir),
-	})
+	// The base `virtop up` installs: the release manifest's CRDs,
+	// namespace and PriorityClass.
+	env.Timings, err = env.Cluster.Ensure(ctx, os.Stdout, devcluster.ClusterOptions{Nodes: env.Nodes})
 	if err != nil {
 		return 1, fmt.Errorf("creating the suite's cluster: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -60,7 +61,9 @@ var operatorUser = fmt.Sprintf("system:serviceaccount:%s:%s", installNS, operato
 //  1. `make release-manifests` renders dist/virtop-operator.yaml and
 //     dist/kubevirt-cr.yaml (into a temporary DIST);
 //  2. `kubectl apply --server-side --validate=strict` of the operator
-//     manifest on a cluster without any of virtop's objects; the Deployment
+//     manifest, first on the suite's `virtop up` cluster as it is (no
+//     conflict with what `up` installed: no --force-conflicts), then on a
+//     cluster without any of virtop's objects; the Deployment
 //     virt-operator becomes Available (kwok runs its pods as fakes);
 //  3. the same apply again changes no object (resourceVersions);
 //  4. `kubectl apply --server-side` of the KubeVirt resource;
@@ -91,7 +94,10 @@ func TestReleaseManifestsInstall(t *testing.T) {
 	// 1. Render, as a release does.
 	dist := t.TempDir()
 	t0 := time.Now()
-	makeCmd := exec.Command("make", "--no-print-directory", "-C", env.Repo, "release-manifests", "VERSION="+releaseVersion, "DIST="+dist)
+	// One platform is enough here (the image is not pulled on kwok): the
+	// test checks that the manifest pins the digest `make image` wrote.
+	makeCmd := exec.Command("make", "--no-print-directory", "-C", env.Repo, "release-manifests", "VERSION="+releaseVersion, "DIST="+dist,
+		"PLATFORMS=linux/"+runtime.GOARCH)
 	makeCmd.Env = withoutMakeEnv(os.Environ())
 	if out, err := makeCmd.CombinedOutput(); err != nil {
 		t.Fatalf("make release-manifests: %v\n%s", err, out)
@@ -100,22 +106,43 @@ func TestReleaseManifestsInstall(t *testing.T) {
 	operatorYAML := filepath.Join(dist, "virtop-operator.yaml")
 	crYAML := filepath.Join(dist, "kubevirt-cr.yaml")
 	manifest := decodeFile(t, operatorYAML)
-	checkManifest(t, manifest)
+	digest, err := os.ReadFile(filepath.Join(dist, "virtop-image.digest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkManifest(t, manifest, operatorImage+"@"+strings.TrimSpace(string(digest)))
 
-	// 2. A cluster as users have it: the suite's cluster comes with
-	// virtop's CRDs, the PriorityClass and the install namespace (what
-	// `virtop up` installs); remove them so the manifest creates them.
-	removeSuiteBase(t, c)
+	// 2a. The suite's cluster is a `virtop up` cluster: it comes with the
+	// base `virtop up` installs (virtop's CRDs, the namespace, the
+	// PriorityClass, from the same files as the manifest). The manifest
+	// applies on it server-side without --force-conflicts.
 	k := kubectl{t: t, bin: kubectlBin, kubeconfig: env.Cluster.Kubeconfig(), cacheDir: t.TempDir()}
+	out := k.run("apply", "--server-side", "--validate=strict", "-f", operatorYAML)
+	t.Logf("the operator manifest applied on the `virtop up` base without --force-conflicts:\n%s", out)
+
+	// 2b. A cluster as users have it: remove the base (and what 2a added
+	// to it) so the manifest creates everything.
+	removeSuiteBase(t, c)
 	t0 = time.Now()
 	k.run("apply", "--server-side", "--validate=strict", "-f", operatorYAML)
 	t.Logf("MEASURE kubectl apply --server-side of the operator manifest (%d objects): %s", len(manifest), time.Since(t0).Round(100*time.Millisecond))
 	took := env.WaitDeploymentAvailable(t, installNS, operatorDeploy, waitLong)
 	t.Logf("MEASURE Deployment %s Available %s after the apply", operatorDeploy, took.Round(100*time.Millisecond))
 
+	// Upstream's KubeVirt CRD, full schema: kubectl explain answers for
+	// spec.configuration, as on an upstream install (the API server
+	// publishes a new CRD's OpenAPI within seconds; poll for it).
+	var explained string
+	poll.Eventually(t, "kubectl explain kubevirt.spec.configuration.migrations", time.Minute, func(ctx context.Context) (bool, error) {
+		out, err := k.try("explain", "kubevirt.spec.configuration.migrations")
+		explained = out
+		return err == nil && strings.Contains(out, "bandwidthPerMigration") && strings.Contains(out, "parallelMigrationsPerCluster"), fmt.Errorf("%v: %s", err, out)
+	})
+	t.Logf("kubectl explain kubevirt.spec.configuration.migrations:\n%s", explained)
+
 	// 3. A second apply changes nothing.
 	before := resourceVersions(t, c, manifest)
-	out := k.run("apply", "--server-side", "--validate=strict", "-f", operatorYAML)
+	out = k.run("apply", "--server-side", "--validate=strict", "-f", operatorYAML)
 	after := resourceVersions(t, c, manifest)
 	for key, rv := range before {
 		if after[key] != rv {
@@ -132,6 +159,10 @@ func TestReleaseManifestsInstall(t *testing.T) {
 
 	// 4. The KubeVirt resource, as shipped.
 	k.run("apply", "--server-side", "--validate=strict", "-f", crYAML)
+	// Upstream's short name and printer columns.
+	if out := k.run("get", "kv", "-n", installNS); !strings.Contains(out, "PHASE") || !strings.Contains(out, "AGE") {
+		t.Errorf("kubectl get kv shows not upstream's columns (Age, Phase):\n%s", out)
+	}
 	kv := &kvv1.KubeVirt{}
 	if err := c.Get(ctx, framework.KubeVirtKey, kv); err != nil {
 		t.Fatalf("the KubeVirt resource of %s: %v", filepath.Base(crYAML), err)
@@ -275,7 +306,7 @@ func TestReleaseManifestsInstall(t *testing.T) {
 // checkManifest checks what the rendered manifest must hold for the rest of
 // the test to mean anything: the operator's Deployment with the pinned
 // image, its ServiceAccount and roles.
-func checkManifest(t *testing.T, objs []*unstructured.Unstructured) {
+func checkManifest(t *testing.T, objs []*unstructured.Unstructured, image string) {
 	t.Helper()
 	kinds := map[string]bool{}
 	for _, o := range objs {
@@ -285,8 +316,8 @@ func checkManifest(t *testing.T, objs []*unstructured.Unstructured) {
 			if len(cs) == 0 {
 				t.Fatalf("Deployment %s has no containers", operatorDeploy)
 			}
-			if img, _, _ := unstructured.NestedString(cs[0].(map[string]any), "image"); img != operatorImage {
-				t.Errorf("Deployment %s runs %q, want %q (make release-manifests pins the version)", operatorDeploy, img, operatorImage)
+			if img, _, _ := unstructured.NestedString(cs[0].(map[string]any), "image"); img != image {
+				t.Errorf("Deployment %s runs %q, want %q (make release-manifests pins the version and the digest)", operatorDeploy, img, image)
 			}
 		}
 	}
@@ -396,6 +427,13 @@ func (k kubectl) run(args ...string) string {
 	}
 	k.t.Logf("kubectl %s:\n%s", strings.Join(args, " "), strings.TrimSpace(stdout.String()))
 	return stdout.String()
+}
+
+// try runs kubectl and returns its combined output and error.
+func (k kubectl) try(args ...string) (string, error) {
+	full := append([]string{"--kubeconfig", k.kubeconfig, "--cache-dir", k.cacheDir}, args...)
+	out, err := exec.Command(k.bin, full...).CombinedOutput()
+	return string(out), err
 }
 
 // impersonatingKubeconfig writes a copy of the cluster's kubeconfig whose

@@ -1,0 +1,96 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/rest"
+
+	"github.com/virtop-dev/virtop/internal/config"
+)
+
+// clusterFlags are kubectl's connection flags (k8s.io/cli-runtime's
+// ConfigFlags: --kubeconfig, --context, --cluster, --user, -n/--namespace,
+// -s/--server, --token, --as, --as-group, --as-uid, --request-timeout,
+// TLS and the rest), on every command that talks to a cluster
+// (TestClusterFlags). The namespace is KubeVirt's install namespace: -n,
+// else kubevirt (not the context's namespace, which is rarely KubeVirt's).
+type clusterFlags struct {
+	*genericclioptions.ConfigFlags
+	// defaultNamespace is used when -n is not given.
+	defaultNamespace string
+}
+
+// addClusterFlags adds the connection flags to cmd, with completion of
+// contexts, clusters, users and namespaces from the kubeconfig.
+func addClusterFlags(cmd *cobra.Command) *clusterFlags {
+	f := &clusterFlags{ConfigFlags: genericclioptions.NewConfigFlags(true), defaultNamespace: config.DefaultNamespace}
+	// Where to look: KubeVirt's install namespace.
+	f.ConfigFlags.AddFlags(cmd.Flags())
+	if ns := cmd.Flags().Lookup("namespace"); ns != nil {
+		ns.Usage = "KubeVirt's install namespace (default " + config.DefaultNamespace + ")"
+	}
+	registerClusterCompletions(cmd, f)
+	return f
+}
+
+// Namespace is -n, else the default install namespace.
+func (f *clusterFlags) Namespace() string {
+	if f.ConfigFlags.Namespace != nil && *f.ConfigFlags.Namespace != "" {
+		return *f.ConfigFlags.Namespace
+	}
+	return f.defaultNamespace
+}
+
+// RESTConfig is the client configuration the flags and the kubeconfig
+// (or the in-cluster account) give.
+func (f *clusterFlags) RESTConfig() (*rest.Config, error) {
+	cfg, err := f.ToRESTConfig()
+	if err != nil {
+		return nil, &ExitError{Code: 2, Err: fmt.Errorf("kubeconfig: %w", err)}
+	}
+	return cfg, nil
+}
+
+// Context is the kubeconfig context in use ("" in cluster).
+func (f *clusterFlags) Context() string {
+	if f.ConfigFlags.Context != nil && *f.ConfigFlags.Context != "" {
+		return *f.ConfigFlags.Context
+	}
+	raw, err := f.ToRawKubeConfigLoader().RawConfig()
+	if err != nil {
+		return ""
+	}
+	return raw.CurrentContext
+}
+
+// Kubeconfig is --kubeconfig as given ("" for the default rules).
+func (f *clusterFlags) Kubeconfig() string {
+	if f.KubeConfig == nil {
+		return ""
+	}
+	return *f.KubeConfig
+}
+
+// RequestTimeout is --request-timeout as a duration (0: none).
+func (f *clusterFlags) RequestTimeout() (time.Duration, error) {
+	if f.Timeout == nil || *f.Timeout == "" || *f.Timeout == "0" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(*f.Timeout)
+	if err != nil {
+		return 0, &ExitError{Code: 2, Err: fmt.Errorf("--request-timeout %q: %w", *f.Timeout, err)}
+	}
+	return d, nil
+}
+
+// ExplicitContext is --context as given ("" when the kubeconfig's current
+// context is used), so a report can say the context was only the default.
+func (f *clusterFlags) ExplicitContext() string {
+	if f.ConfigFlags.Context == nil {
+		return ""
+	}
+	return *f.ConfigFlags.Context
+}
