@@ -93,7 +93,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	orig := kv.DeepCopy()
 	var f facts
 	f.previouslyAvailable = conditionStatus(kv.Status.Conditions, kvv1.KubeVirtConditionAvailable)
-	f.previousMonitoring = findCondition(kv.Status.Conditions, ConditionMonitoringReady)
+	f.previousMonitoring = findCondition(kv.Status.Conditions, kvv1.KubeVirtConditionMonitoringReady)
 	var result ctrl.Result
 	var reconcileErr error
 	if kv.DeletionTimestamp != nil {
@@ -154,7 +154,7 @@ func (r *Reconciler) markNotServed(ctx context.Context, kv *kvv1.KubeVirt, serve
 	}
 	orig := kv.DeepCopy()
 	conds := map[kvv1.KubeVirtConditionType]cond{
-		kvv1.KubeVirtConditionSynchronized: {corev1.ConditionFalse, ReasonExistingDeployment, msg},
+		kvv1.KubeVirtConditionSynchronized: {corev1.ConditionFalse, kvv1.ReasonExistingDeployment, msg},
 	}
 	kv.Status.Conditions = mergeConditionsKeep(kv.Status.Conditions, conds, r.now())
 	if apiequality.Semantic.DeepEqual(orig.Status, kv.Status) {
@@ -325,7 +325,7 @@ func (r *Reconciler) eventForChanges(orig, kv *kvv1.KubeVirt) {
 	}
 	for _, c := range kv.Status.Conditions {
 		before := conditionStatus(orig.Status.Conditions, c.Type)
-		if c.Type == ConditionMonitoringReady {
+		if c.Type == kvv1.KubeVirtConditionMonitoringReady {
 			// Every change of the monitoring state is worth an event,
 			// including a new reason under the same status.
 			if prev := findCondition(orig.Status.Conditions, c.Type); prev == nil || prev.Status != c.Status || prev.Reason != c.Reason {

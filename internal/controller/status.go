@@ -8,35 +8,6 @@ import (
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 )
 
-// Reasons virtop sets on the KubeVirt conditions. docs/api.md records them.
-const (
-	ReasonAllComponentsReady   = "AllComponentsReady"
-	ReasonAllResourcesCreated  = "AllResourcesCreated"
-	ReasonDeploymentInProgress = "DeploymentInProgress"
-	ReasonUpdateInProgress     = "UpdateInProgress"
-	ReasonDeploymentFailed     = "DeploymentFailed"
-	ReasonInvalidConfiguration = "InvalidConfiguration"
-	ReasonStrategyPending      = "StrategyPending"
-	ReasonStrategyJobFailed    = "StrategyJobFailed"
-	ReasonExistingDeployment   = "ExistingDeployment"
-	ReasonDeletionInProgress   = "DeletionInProgress"
-	ReasonDeletionBlocked      = "DeletionBlocked"
-	ReasonDeletionFailed       = "DeletionFailed"
-	ReasonNoErrors             = "NoErrors"
-	ReasonSynchronized         = "Synchronized"
-	// MonitoringReady's reasons: placement.ReasonNoMonitoringAPI,
-	// ReasonNoPrometheusFound, ReasonNotSelected, ReasonApplied, and
-	// ReasonMonitoringApplyFailed.
-	ReasonMonitoringApplyFailed = "ApplyFailed"
-)
-
-// ConditionMonitoringReady says whether KubeVirt's monitoring objects are
-// applied where a Prometheus selects them; its reasons distinguish no
-// monitoring API, no Prometheus found, not selected (the message names
-// the label or namespace label that would fix it) and applied. It never
-// affects Available.
-const ConditionMonitoringReady kvv1.KubeVirtConditionType = "MonitoringReady"
-
 // facts are what one reconcile pass observed; conditions and phase are
 // computed from them alone.
 type facts struct {
@@ -89,22 +60,22 @@ func conditions(f facts) map[kvv1.KubeVirtConditionType]cond {
 		out[typ] = cond{s, reason, msg}
 	}
 	if f.deleting {
-		set(kvv1.KubeVirtConditionAvailable, fl, ReasonDeletionInProgress, "The KubeVirt control plane is being removed")
-		set(kvv1.KubeVirtConditionProgressing, fl, ReasonDeletionInProgress, "The KubeVirt control plane is being removed")
+		set(kvv1.KubeVirtConditionAvailable, fl, kvv1.ReasonDeletionInProgress, "The KubeVirt control plane is being removed")
+		set(kvv1.KubeVirtConditionProgressing, fl, kvv1.ReasonDeletionInProgress, "The KubeVirt control plane is being removed")
 		switch {
 		case f.deletionBlocked != "":
-			set(kvv1.KubeVirtConditionDegraded, fl, ReasonDeletionBlocked, f.deletionBlocked)
-			set(kvv1.KubeVirtConditionSynchronized, fl, ReasonDeletionBlocked, f.deletionBlocked)
+			set(kvv1.KubeVirtConditionDegraded, fl, kvv1.ReasonDeletionBlocked, f.deletionBlocked)
+			set(kvv1.KubeVirtConditionSynchronized, fl, kvv1.ReasonDeletionBlocked, f.deletionBlocked)
 		case f.deletionErr != nil:
-			set(kvv1.KubeVirtConditionDegraded, t, ReasonDeletionFailed, f.deletionErr.Error())
-			set(kvv1.KubeVirtConditionSynchronized, fl, ReasonDeletionFailed, f.deletionErr.Error())
+			set(kvv1.KubeVirtConditionDegraded, t, kvv1.ReasonDeletionFailed, f.deletionErr.Error())
+			set(kvv1.KubeVirtConditionSynchronized, fl, kvv1.ReasonDeletionFailed, f.deletionErr.Error())
 		default:
-			set(kvv1.KubeVirtConditionDegraded, fl, ReasonDeletionInProgress, "Removing")
+			set(kvv1.KubeVirtConditionDegraded, fl, kvv1.ReasonDeletionInProgress, "Removing")
 		}
 		return out
 	}
 	if c, ok := monitoringCondition(f); ok {
-		out[ConditionMonitoringReady] = c
+		out[kvv1.KubeVirtConditionMonitoringReady] = c
 	}
 	if f.invalid != nil {
 		// Nothing is changed in the cluster; what runs keeps running.
@@ -112,31 +83,31 @@ func conditions(f facts) map[kvv1.KubeVirtConditionType]cond {
 		if avail == "" {
 			avail = fl
 		}
-		set(kvv1.KubeVirtConditionAvailable, avail, ReasonInvalidConfiguration, "The control plane was left as it is: "+f.invalid.Error())
-		set(kvv1.KubeVirtConditionProgressing, fl, ReasonInvalidConfiguration, f.invalid.Error())
-		set(kvv1.KubeVirtConditionDegraded, fl, ReasonInvalidConfiguration, f.invalid.Error())
-		set(kvv1.KubeVirtConditionSynchronized, fl, ReasonInvalidConfiguration, f.invalid.Error())
-		set(kvv1.KubeVirtConditionStalled, t, ReasonInvalidConfiguration, f.invalid.Error())
+		set(kvv1.KubeVirtConditionAvailable, avail, kvv1.ReasonInvalidConfiguration, "The control plane was left as it is: "+f.invalid.Error())
+		set(kvv1.KubeVirtConditionProgressing, fl, kvv1.ReasonInvalidConfiguration, f.invalid.Error())
+		set(kvv1.KubeVirtConditionDegraded, fl, kvv1.ReasonInvalidConfiguration, f.invalid.Error())
+		set(kvv1.KubeVirtConditionSynchronized, fl, kvv1.ReasonInvalidConfiguration, f.invalid.Error())
+		set(kvv1.KubeVirtConditionStalled, t, kvv1.ReasonInvalidConfiguration, f.invalid.Error())
 		return out
 	}
-	set(kvv1.KubeVirtConditionStalled, fl, ReasonNoErrors, "No error needs the user")
-	progressReason, progressMsg := ReasonDeploymentInProgress, "Deploying the KubeVirt control plane"
+	set(kvv1.KubeVirtConditionStalled, fl, kvv1.ReasonNoErrors, "No error needs the user")
+	progressReason, progressMsg := kvv1.ReasonDeploymentInProgress, "Deploying the KubeVirt control plane"
 	if f.updating {
-		progressReason, progressMsg = ReasonUpdateInProgress, "Updating the KubeVirt control plane"
+		progressReason, progressMsg = kvv1.ReasonUpdateInProgress, "Updating the KubeVirt control plane"
 	}
 	switch {
 	case f.strategyPending != "":
-		progressReason, progressMsg = ReasonStrategyPending, f.strategyPending
+		progressReason, progressMsg = kvv1.ReasonStrategyPending, f.strategyPending
 	case f.waitingOn != "":
 		progressMsg += ": waiting for " + f.waitingOn
 	}
 	switch {
 	case f.ready:
-		set(kvv1.KubeVirtConditionAvailable, t, ReasonAllComponentsReady, "All components are ready")
-		set(kvv1.KubeVirtConditionProgressing, fl, ReasonAllComponentsReady, "All components are ready")
+		set(kvv1.KubeVirtConditionAvailable, t, kvv1.ReasonAllComponentsReady, "All components are ready")
+		set(kvv1.KubeVirtConditionProgressing, fl, kvv1.ReasonAllComponentsReady, "All components are ready")
 	case f.updating:
 		// The previous components keep serving while the new ones roll out.
-		set(kvv1.KubeVirtConditionAvailable, t, ReasonUpdateInProgress, "The previous version keeps serving during the update")
+		set(kvv1.KubeVirtConditionAvailable, t, kvv1.ReasonUpdateInProgress, "The previous version keeps serving during the update")
 		set(kvv1.KubeVirtConditionProgressing, t, progressReason, progressMsg)
 	default:
 		set(kvv1.KubeVirtConditionAvailable, fl, progressReason, progressMsg)
@@ -144,23 +115,23 @@ func conditions(f facts) map[kvv1.KubeVirtConditionType]cond {
 	}
 	switch {
 	case f.strategyFailed != "":
-		set(kvv1.KubeVirtConditionDegraded, t, ReasonStrategyJobFailed, f.strategyFailed)
-		set(kvv1.KubeVirtConditionSynchronized, fl, ReasonStrategyJobFailed, f.strategyFailed)
+		set(kvv1.KubeVirtConditionDegraded, t, kvv1.ReasonStrategyJobFailed, f.strategyFailed)
+		set(kvv1.KubeVirtConditionSynchronized, fl, kvv1.ReasonStrategyJobFailed, f.strategyFailed)
 	case f.applyErr != nil:
-		set(kvv1.KubeVirtConditionDegraded, t, ReasonDeploymentFailed, f.applyErr.Error())
-		set(kvv1.KubeVirtConditionSynchronized, fl, ReasonDeploymentFailed, f.applyErr.Error())
+		set(kvv1.KubeVirtConditionDegraded, t, kvv1.ReasonDeploymentFailed, f.applyErr.Error())
+		set(kvv1.KubeVirtConditionSynchronized, fl, kvv1.ReasonDeploymentFailed, f.applyErr.Error())
 	default:
-		set(kvv1.KubeVirtConditionDegraded, fl, ReasonNoErrors, "No component is degraded")
+		set(kvv1.KubeVirtConditionDegraded, fl, kvv1.ReasonNoErrors, "No component is degraded")
 		if f.created {
 			msg := "Every object of the install strategy is applied"
 			if f.withheld != "" {
 				msg = "Every object of the install strategy whose gate is open is applied; withheld: " + f.withheld
 			}
-			set(kvv1.KubeVirtConditionSynchronized, t, ReasonSynchronized, msg)
+			set(kvv1.KubeVirtConditionSynchronized, t, kvv1.ReasonSynchronized, msg)
 		}
 	}
 	if f.created {
-		set(kvv1.KubeVirtConditionCreated, t, ReasonAllResourcesCreated, "All resources were created")
+		set(kvv1.KubeVirtConditionCreated, t, kvv1.ReasonAllResourcesCreated, "All resources were created")
 	}
 	// kstatus (Flux, Argo CD) reads Reconciling=True as "in progress"; on a
 	// first install there is no observedGeneration yet to tell it so.
@@ -179,7 +150,7 @@ func monitoringCondition(f facts) (cond, bool) {
 	case f.monitoring == nil:
 		return cond{}, false
 	case f.monitoringErr != nil:
-		return cond{corev1.ConditionFalse, ReasonMonitoringApplyFailed, "Applying the monitoring objects failed (retried): " + f.monitoringErr.Error()}, true
+		return cond{corev1.ConditionFalse, kvv1.ReasonMonitoringApplyFailed, "Applying the monitoring objects failed (retried): " + f.monitoringErr.Error()}, true
 	case f.monitoring.Reason == placement.ReasonApplied:
 		return cond{corev1.ConditionTrue, f.monitoring.Reason, f.monitoring.Message}, true
 	}
@@ -209,7 +180,7 @@ func mergeConditions(existing []kvv1.KubeVirtCondition, computed map[kvv1.KubeVi
 		kvv1.KubeVirtConditionAvailable, kvv1.KubeVirtConditionProgressing, kvv1.KubeVirtConditionDegraded,
 		kvv1.KubeVirtConditionCreated, kvv1.KubeVirtConditionSynchronized, kvv1.KubeVirtConditionStalled,
 		kvv1.KubeVirtConditionReconciling,
-		ConditionMonitoringReady,
+		kvv1.KubeVirtConditionMonitoringReady,
 	}
 	isOwned := map[kvv1.KubeVirtConditionType]bool{}
 	for _, o := range owned {

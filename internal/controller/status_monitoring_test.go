@@ -11,7 +11,7 @@ import (
 )
 
 func TestMonitoringReadyCondition(t *testing.T) {
-	prev := &kvv1.KubeVirtCondition{Type: ConditionMonitoringReady, Status: corev1.ConditionTrue, Reason: "Applied", Message: "before"}
+	prev := &kvv1.KubeVirtCondition{Type: kvv1.KubeVirtConditionMonitoringReady, Status: corev1.ConditionTrue, Reason: "Applied", Message: "before"}
 	cases := []struct {
 		name    string
 		f       facts
@@ -29,7 +29,7 @@ func TestMonitoringReadyCondition(t *testing.T) {
 	}
 	for _, tc := range cases {
 		got := conditions(tc.f)
-		c, ok := got[ConditionMonitoringReady]
+		c, ok := got[kvv1.KubeVirtConditionMonitoringReady]
 		if ok != tc.present || c.status != tc.status || c.reason != tc.reason {
 			t.Errorf("%s: got %v %+v", tc.name, ok, c)
 		}
@@ -40,7 +40,7 @@ func TestMonitoringReadyCondition(t *testing.T) {
 		t.Errorf("Available %v", a)
 	}
 	// Deleting: the condition is not computed (and so removed).
-	if _, ok := conditions(facts{deleting: true, previousMonitoring: prev})[ConditionMonitoringReady]; ok {
+	if _, ok := conditions(facts{deleting: true, previousMonitoring: prev})[kvv1.KubeVirtConditionMonitoringReady]; ok {
 		t.Errorf("MonitoringReady computed while deleting")
 	}
 }

@@ -4,52 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/uninstall"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
-
-// ExistingWorkloads counts the protected objects present, by kind, reading
-// at most one of each. Kinds whose API is not served count none.
-func ExistingWorkloads(ctx context.Context, r client.Reader, mapper meta.RESTMapper) (map[string]int, error) {
-	found := map[string]int{}
-	for _, gvr := range ownership.Protected {
-		gvk, err := mapper.KindFor(gvr)
-		if err != nil {
-			if meta.IsNoMatchError(err) {
-				continue
-			}
-			return nil, err
-		}
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := r.List(ctx, list, client.Limit(1)); err != nil {
-			if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
-				continue
-			}
-			return nil, err
-		}
-		if n := len(list.Items); n > 0 {
-			found[gvk.Kind] = n
-		}
-	}
-	return found, nil
-}
 
 // reconcileDelete removes the control plane: webhooks and APIServices
 // first (a webhook without a backend must never block deletion), then
@@ -64,14 +30,13 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, kv *kvv1.KubeVirt, f *
 	}
 	removeWorkloads := kv.Spec.UninstallStrategy == kvv1.KubeVirtUninstallStrategyRemoveWorkloads
 	if !removeWorkloads {
-		found, err := ExistingWorkloads(ctx, r.APIReader, r.Client.RESTMapper())
+		found, err := uninstall.ExistingWorkloads(ctx, r.APIReader, r.Client.RESTMapper())
 		if err != nil {
 			f.deletionErr = err
 			return ctrl.Result{}, err
 		}
 		if len(found) > 0 {
-			f.deletionBlocked = fmt.Sprintf("Uninstall is blocked while workloads exist (%s) under uninstallStrategy %s; delete them, or set spec.uninstallStrategy to RemoveWorkloads",
-				strings.Join(slices.Sorted(maps.Keys(found)), ", "), config.DefaultUninstallStrategy)
+			f.deletionBlocked = uninstall.Blocked(found)
 			// Workload kinds are not watched; look again shortly.
 			return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 		}
@@ -92,7 +57,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, kv *kvv1.KubeVirt, f *
 		for i := range objs {
 			o := &objs[i]
 			if gvk.Kind == "CustomResourceDefinition" && !removeWorkloads {
-				empty, err := r.crdEmpty(ctx, o)
+				empty, err := uninstall.CRDEmpty(ctx, r.APIReader, o)
 				if err != nil {
 					errs = append(errs, err)
 					continue
@@ -142,28 +107,4 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, kv *kvv1.KubeVirt, f *
 	}
 	log.Info("Removed the KubeVirt control plane")
 	return ctrl.Result{}, nil
-}
-
-// crdEmpty reports whether a CRD holds no objects of its kind.
-func (r *Reconciler) crdEmpty(ctx context.Context, crd *unstructured.Unstructured) (bool, error) {
-	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
-	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
-	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-	for _, v := range versions {
-		vm, _ := v.(map[string]interface{})
-		if served, _ := vm["served"].(bool); !served {
-			continue
-		}
-		name, _ := vm["name"].(string)
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: name, Kind: kind + "List"})
-		if err := r.APIReader.List(ctx, list, client.Limit(1)); err != nil {
-			if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
-				return true, nil
-			}
-			return false, err
-		}
-		return len(list.Items) == 0, nil
-	}
-	return true, nil
 }

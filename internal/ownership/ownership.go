@@ -4,8 +4,8 @@
 // capability snapshot looks at. The sets are derived from what the catalog's
 // strategies render and the plan adds, once per process, so a renderer that
 // starts to emit a new kind is pruned, watched and removed without anyone
-// editing a list. The kinds that hold user data (Protected) are the one
-// fixed list: virtop never renders them.
+// editing a list. The kinds that hold user data are not here: virtop never
+// renders them (internal/uninstall lists them).
 package ownership
 
 import (
@@ -77,20 +77,6 @@ var (
 	// watches in caches of their own (capability.Watches).
 	ownWatchGroups = []string{"monitoring.coreos.com"}
 )
-
-// Protected hold user data: uninstall never deletes them, nor a CRD still
-// holding them, unless the user chose RemoveWorkloads.
-var Protected = []schema.GroupVersionResource{
-	{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachines"},
-	{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachineinstances"},
-	{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachineinstancereplicasets"},
-	{Group: "pool.kubevirt.io", Version: "v1alpha1", Resource: "virtualmachinepools"},
-	{Group: "snapshot.kubevirt.io", Version: "v1beta1", Resource: "virtualmachinesnapshots"},
-	{Group: "snapshot.kubevirt.io", Version: "v1beta1", Resource: "virtualmachinesnapshotcontents"},
-	{Group: "snapshot.kubevirt.io", Version: "v1beta1", Resource: "virtualmachinerestores"},
-	{Group: "export.kubevirt.io", Version: "v1beta1", Resource: "virtualmachineexports"},
-	{Group: "clone.kubevirt.io", Version: "v1beta1", Resource: "virtualmachineclones"},
-}
 
 var derived = sync.OnceValues(func() (*Kinds, error) { return Derive(catalog.Builtin()) })
 

@@ -200,31 +200,6 @@ func TestVanishingCRDsAreReal(t *testing.T) {
 	}
 }
 
-// TestProtectedKindsAreServed: every protected resource is served, at the
-// version named, by a CRD every release renders; a renamed resource or a
-// dropped version would leave user data unprotected.
-func TestProtectedKindsAreServed(t *testing.T) {
-	for _, version := range catalog.Builtin().Versions() {
-		served := map[schema.GroupVersionResource]bool{}
-		for _, o := range planned(t, version, variants[0]) {
-			crd, ok := o.(*apiextv1.CustomResourceDefinition)
-			if !ok {
-				continue
-			}
-			for _, v := range crd.Spec.Versions {
-				if v.Served {
-					served[schema.GroupVersionResource{Group: crd.Spec.Group, Version: v.Name, Resource: crd.Spec.Names.Plural}] = true
-				}
-			}
-		}
-		for _, gvr := range ownership.Protected {
-			if !served[gvr] {
-				t.Errorf("%s: protected %s is served by no rendered CRD", version, gvr)
-			}
-		}
-	}
-}
-
 // BenchmarkDerive is what the operator's first ownership.Get costs.
 func BenchmarkDerive(b *testing.B) {
 	for i := 0; i < b.N; i++ {
