@@ -23,6 +23,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/faultpoint"
 	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/plan"
+	"github.com/virtop-dev/virtop/internal/recent"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
 	"github.com/virtop-dev/virtop/internal/vocab"
@@ -30,7 +31,7 @@ import (
 
 // strategyCache keeps the strategies recently resolved, by deployment ID,
 // so a steady-state pass does not render or decode again.
-type strategyCache = recent[string, *cachedStrategy]
+type strategyCache = recent.Cache[string, *cachedStrategy]
 
 // keptStrategies: the current and the previous deployment's.
 const keptStrategies = 2
@@ -46,7 +47,7 @@ type cachedStrategy struct {
 // applied either way. A nil strategy with nil error means "pending".
 func (r *Reconciler) resolveStrategy(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig, f *facts) (*strategy.Strategy, ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
-	if c := r.strategies.get(cfg.ID); c != nil {
+	if c := r.strategies.Get(cfg.ID); c != nil {
 		if c.configMap != nil {
 			res, _, err := r.Applier.Apply(ctx, c.configMap)
 			if err != nil {
@@ -91,7 +92,7 @@ func (r *Reconciler) resolveStrategy(ctx context.Context, kv *kvv1.KubeVirt, cfg
 		if res != apply.Unchanged {
 			log.Info("Stored install strategy", "configMap", cm.Name, "version", cfg.Version, "objects", len(st.Objects))
 		}
-		r.strategies.put(cfg.ID, &cachedStrategy{strategy: st, configMap: cm}, keptStrategies)
+		r.strategies.Put(cfg.ID, &cachedStrategy{strategy: st, configMap: cm}, keptStrategies)
 		return st, ctrl.Result{}, nil
 	}
 	// Not in this operator's catalog: the strategy comes from a ConfigMap
@@ -101,7 +102,7 @@ func (r *Reconciler) resolveStrategy(ctx context.Context, kv *kvv1.KubeVirt, cfg
 	if err == nil {
 		st, derr := strategy.FromConfigMap(cm)
 		if derr == nil && st.ID == cfg.ID {
-			r.strategies.put(cfg.ID, &cachedStrategy{strategy: st}, keptStrategies)
+			r.strategies.Put(cfg.ID, &cachedStrategy{strategy: st}, keptStrategies)
 			if r.StrategyJobs != nil {
 				if err := r.StrategyJobs.Done(ctx, kv, cfg); err != nil {
 					log.Error(err, "Failed to delete finished install strategy Jobs")
@@ -209,20 +210,6 @@ func (r *Reconciler) applyPlan(ctx context.Context, kv *kvv1.KubeVirt, p *plan.P
 	for _, st := range order {
 		stageReady := true
 		objs := byStage[st]
-		for i, o := range objs {
-			if r.AdjustObject != nil {
-				o = r.AdjustObject(o)
-			}
-			if o.GetNamespace() != "" {
-				labels := o.GetLabels()
-				if labels == nil {
-					labels = map[string]string{}
-				}
-				labels[vocab.InstallNamespaceLabel] = kv.Namespace
-				o.SetLabels(labels)
-			}
-			objs[i] = o
-		}
 		for i, res := range r.applyAll(ctx, st, objs) {
 			key := strategy.KeyOf(objs[i])
 			if res.err != nil && st == stage.Monitoring {

@@ -70,6 +70,8 @@ type Reconciler struct {
 
 	// strategies keeps recently resolved strategies by deployment ID.
 	strategies strategyCache
+	// tunings keeps recently rendered monitoring tunings.
+	tunings plan.TuningCache
 }
 
 // CapabilityReader gathers a snapshot of the live cluster for the plan.
@@ -224,10 +226,9 @@ func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f 
 		f.applyErr = fmt.Errorf("reading the cluster's capabilities: %w", err)
 		return ctrl.Result{}, f.applyErr
 	}
-	p := plan.Build(st, cfg, caps)
-	// The honoured KubeVirtMonitoring rewrites the placed monitoring
+	// The honoured KubeVirtMonitoring tunes the placed monitoring
 	// objects; its status is written however this pass ends.
-	tp, err := r.tunePlan(ctx, cfg, p)
+	tp, err := r.selectTuning(ctx, cfg)
 	if err != nil {
 		f.applyErr = err
 		return ctrl.Result{}, err
@@ -238,14 +239,21 @@ func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f 
 			err = errors.Join(err, serr)
 		}
 	}()
-	f.monitoring = p.Monitoring
-	f.withheld = withheld(p.Closed)
-	setMonitoringGate(p.Monitoring)
-	certReport, err := r.fillCertificates(ctx, kv, cfg, p)
+	live, err := r.liveCertificates(ctx, kv.Namespace)
 	if err != nil {
 		f.applyErr = err
 		return ctrl.Result{}, err
 	}
+	p, err := plan.Build(st, cfg, caps, plan.Options{Tuning: tp.input, Certificates: live, Adjust: r.AdjustObject})
+	tp.planned(ctx, p)
+	if err != nil {
+		f.applyErr = err
+		return ctrl.Result{}, err
+	}
+	f.monitoring = p.Monitoring
+	f.withheld = withheld(p.Closed)
+	setMonitoringGate(p.Monitoring)
+	r.reportCertificates(ctx, kv, p.Certificates)
 	out, err := r.applyPlan(ctx, kv, p, f.updating)
 	tp.observe(out.monitoringReached, out.monitoringErr)
 	if err != nil {
@@ -257,8 +265,8 @@ func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f 
 	f.waitingOn = out.waitingOn
 	f.monitoringErr = out.monitoringErr
 	out.requeueAfter = lowestNonZero(out.requeueAfter, monitoringRecheck(p.Monitoring))
-	if certReport != nil {
-		out.requeueAfter = lowestNonZero(out.requeueAfter, certReport.RequeueAfter(r.now().Time))
+	if p.Certificates != nil {
+		out.requeueAfter = lowestNonZero(out.requeueAfter, p.Certificates.RequeueAfter(r.now().Time))
 	}
 	if !f.ready {
 		// Readiness arrives as watch events; the requeue is only a safety

@@ -10,6 +10,7 @@ import (
 
 	"github.com/virtop-dev/virtop/api/v1alpha1"
 	"github.com/virtop-dev/virtop/internal/monitoring/tuning"
+	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
 )
 
@@ -31,19 +32,19 @@ func TestTuningStatus(t *testing.T) {
 		obj  *v1alpha1.KubeVirtMonitoring
 		want want
 	}{
-		{"applied", tuningPass{chosen: chosen, version: "v1.5.3", result: res, tuned: []strategy.Key{rule}, reached: true}, chosen,
+		{"applied", tuningPass{chosen: chosen, version: "v1.5.3", outcome: &plan.TuningOutcome{Result: res, Tuned: []strategy.Key{rule}}, reached: true}, chosen,
 			want{"True", "Valid", "True", "Applied", []string{"v1.5.3", "PrometheusRule kubevirt/prometheus-kubevirt-rules"}, "v1.5.3", 1}},
-		{"rollout not there yet", tuningPass{chosen: chosen, version: "v1.5.3", result: res, tuned: []strategy.Key{rule}}, chosen,
+		{"rollout not there yet", tuningPass{chosen: chosen, version: "v1.5.3", outcome: &plan.TuningOutcome{Result: res, Tuned: []strategy.Key{rule}}}, chosen,
 			want{"True", "Valid", "False", "Pending", []string{"wait for the rollout"}, "v1.5.3", 1}},
-		{"apply failed", tuningPass{chosen: chosen, version: "v1.5.3", result: res, tuned: []strategy.Key{rule}, reached: true, applyErr: errors.New("no matches for kind")}, chosen,
+		{"apply failed", tuningPass{chosen: chosen, version: "v1.5.3", outcome: &plan.TuningOutcome{Result: res, Tuned: []strategy.Key{rule}}, reached: true, applyErr: errors.New("no matches for kind")}, chosen,
 			want{"True", "Valid", "False", "Pending", []string{"no matches for kind"}, "v1.5.3", 1}},
-		{"gate closed", tuningPass{chosen: chosen, version: "v1.5.3", result: res, waiting: "PrometheusRule waits for api:monitoring.coreos.com/v1/prometheusrules"}, chosen,
+		{"gate closed", tuningPass{chosen: chosen, version: "v1.5.3", outcome: &plan.TuningOutcome{Result: res, Waiting: "PrometheusRule waits for api:monitoring.coreos.com/v1/prometheusrules"}}, chosen,
 			want{"True", "Valid", "False", "Pending", []string{"not installed", "api:monitoring.coreos.com/v1/prometheusrules"}, "v1.5.3", 1}},
-		{"invalid", tuningPass{chosen: chosen, version: "v1.5.3", err: invalid}, chosen,
+		{"invalid", tuningPass{chosen: chosen, version: "v1.5.3", outcome: &plan.TuningOutcome{Err: invalid}}, chosen,
 			want{"False", "InvalidTuning", "False", "NotApplied", []string{"spec.alerts[NoSuchAlert].name", "untuned"}, "v1.5.3", 0}},
-		{"version outside the catalog", tuningPass{chosen: chosen, version: "v1.6.0", err: errors.New("no rules of KubeVirt v1.6.0")}, chosen,
+		{"version outside the catalog", tuningPass{chosen: chosen, version: "v1.6.0", outcome: &plan.TuningOutcome{Err: errors.New("no rules of KubeVirt v1.6.0")}}, chosen,
 			want{"Unknown", "Pending", "False", "NotApplied", []string{"untuned"}, "v1.6.0", 0}},
-		{"superseded", tuningPass{chosen: chosen, superseded: []*v1alpha1.KubeVirtMonitoring{other}, version: "v1.5.3", result: res, reached: true}, other,
+		{"superseded", tuningPass{chosen: chosen, superseded: []*v1alpha1.KubeVirtMonitoring{other}, version: "v1.5.3", outcome: &plan.TuningOutcome{Result: res}, reached: true}, other,
 			want{"False", "Superseded", "False", "NotApplied", []string{"tuning"}, "", 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -195,7 +195,11 @@ func render(version string) ([]client.Object, error) {
 			}
 		}
 	}
-	return plan.Build(s, cfg, caps).Objects, nil
+	p, err := plan.Build(s, cfg, caps, plan.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("ownership: plan %s: %w", version, err)
+	}
+	return p.Objects, nil
 }
 
 // BuiltinGroup reports whether an API group is one of Kubernetes' own,

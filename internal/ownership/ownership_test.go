@@ -78,7 +78,11 @@ func planned(t *testing.T, version string, v variant) []client.Object {
 			}
 		}
 	}
-	return plan.Build(s, cfg, caps).Objects
+	p, err := plan.Build(s, cfg, caps, plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Objects
 }
 
 func kinds(t *testing.T) *ownership.Kinds {
