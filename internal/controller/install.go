@@ -18,141 +18,13 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/apply"
-	"github.com/virtop-dev/virtop/internal/catalog"
-	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/faultpoint"
 	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/plan"
-	"github.com/virtop-dev/virtop/internal/recent"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
-
-// strategyCache keeps the strategies recently resolved, by deployment ID,
-// so a steady-state pass does not render or decode again.
-type strategyCache = recent.Cache[string, *cachedStrategy]
-
-// keptStrategies: the current and the previous deployment's.
-const keptStrategies = 2
-
-type cachedStrategy struct {
-	strategy  *strategy.Strategy
-	configMap *corev1.ConfigMap
-}
-
-// resolveStrategy returns the strategy of the config, from memory, from
-// rendering in process (catalog versions) or from its ConfigMap (written by
-// the dump-install-strategy Job for other versions). The ConfigMap is kept
-// applied either way. A nil strategy with nil error means "pending".
-func (r *Reconciler) resolveStrategy(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig, f *facts) (*strategy.Strategy, ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
-	if c := r.strategies.Get(cfg.ID); c != nil {
-		if c.configMap != nil {
-			res, _, err := r.Applier.Apply(ctx, c.configMap)
-			if err != nil {
-				return nil, ctrl.Result{}, err
-			}
-			if res != apply.Unchanged {
-				// Stored by this process, so someone deleted or changed it.
-				// The events' action tells the two apart: events of one
-				// object, reason and action fold into one series.
-				found, action := "changed", "Update"
-				if res == apply.Created {
-					found, action = "deleted", "Create"
-				}
-				log.Info("Restored install strategy ConfigMap", "configMap", c.configMap.Name, "found", found)
-				if r.Recorder != nil {
-					r.Recorder.Eventf(kv, nil, corev1.EventTypeWarning, "StrategyRestored", action, "Install strategy ConfigMap %s was %s; wrote it again", c.configMap.Name, found)
-				}
-			}
-		}
-		return c.strategy, ctrl.Result{}, nil
-	}
-	if _, ok := r.Catalog.Lookup(cfg.Version); ok {
-		start := time.Now()
-		st, err := strategy.Generate(cfg)
-		if err != nil {
-			// Rendering is pure: an error comes from the input (for example
-			// a customizeComponents patch), which only the user can fix.
-			f.invalid = err
-			return nil, ctrl.Result{}, nil
-		}
-		strategyGenerationSeconds.Observe(time.Since(start).Seconds())
-		cm, err := st.ConfigMap(kv.Namespace)
-		if err != nil {
-			return nil, ctrl.Result{}, err
-		}
-		faultpoint.Hit("strategy:before-write")
-		res, _, err := r.Applier.Apply(ctx, cm)
-		faultpoint.Hit("strategy:after-write")
-		if err != nil {
-			return nil, ctrl.Result{}, fmt.Errorf("storing the install strategy: %w", err)
-		}
-		if res != apply.Unchanged {
-			log.Info("Stored install strategy", "configMap", cm.Name, "version", cfg.Version, "objects", len(st.Objects))
-		}
-		r.strategies.Put(cfg.ID, &cachedStrategy{strategy: st, configMap: cm}, keptStrategies)
-		return st, ctrl.Result{}, nil
-	}
-	// Not in this operator's catalog: the strategy comes from a ConfigMap
-	// the dump-install-strategy Job writes.
-	cm := &corev1.ConfigMap{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: kv.Namespace, Name: strategy.ConfigMapName(cfg.ID)}, cm)
-	if err == nil {
-		st, derr := strategy.FromConfigMap(cm)
-		if derr == nil && st.ID == cfg.ID {
-			r.strategies.Put(cfg.ID, &cachedStrategy{strategy: st}, keptStrategies)
-			if r.StrategyJobs != nil {
-				if err := r.StrategyJobs.Done(ctx, kv, cfg); err != nil {
-					log.Error(err, "Failed to delete finished install strategy Jobs")
-				}
-			}
-			return st, ctrl.Result{}, nil
-		}
-		if derr == nil {
-			derr = fmt.Errorf("it is labelled for deployment %s", st.ID)
-		}
-		log.Info("Deleting unreadable install strategy ConfigMap; it will be produced again", "configMap", cm.Name, "reason", derr.Error())
-		if r.Recorder != nil {
-			r.Recorder.Eventf(kv, nil, corev1.EventTypeWarning, "StrategyCorrupt", "Delete", "Install strategy ConfigMap %s was unreadable (%v); producing it again", cm.Name, derr)
-		}
-		if err := r.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
-			return nil, ctrl.Result{}, err
-		}
-	} else if !apierrors.IsNotFound(err) {
-		return nil, ctrl.Result{}, err
-	}
-	if r.StrategyJobs == nil {
-		f.invalid = fmt.Errorf("spec.imageTag: %w; set the operator's --strategy-image to a virtop image whose catalog has it", &catalog.NotInCatalogError{Version: cfg.Version, Have: r.Catalog.Versions()})
-		return nil, ctrl.Result{}, nil
-	}
-	state, err := r.StrategyJobs.Ensure(ctx, kv, cfg)
-	if err != nil {
-		return nil, ctrl.Result{}, err
-	}
-	f.strategyPending = state.Pending
-	f.strategyFailed = state.Failed
-	return nil, ctrl.Result{RequeueAfter: state.RequeueAfter}, nil
-}
-
-// StrategyJobRunner runs the dump-install-strategy Job for versions outside
-// the catalog.
-type StrategyJobRunner interface {
-	// Ensure makes progress towards the strategy ConfigMap of cfg; it is
-	// called while that ConfigMap is missing.
-	Ensure(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) (JobState, error)
-	// Done is called once the strategy of cfg has loaded from its
-	// ConfigMap, to delete finished Jobs.
-	Done(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) error
-}
-
-// JobState is how the strategy Job is doing.
-type JobState struct {
-	Pending      string
-	Failed       string
-	RequeueAfter time.Duration
-}
 
 // Apply orders. A fresh install starts every component at once — none
 // needs another to start — and holds back only what needs virt-api
@@ -359,54 +231,6 @@ func (r *Reconciler) prune(ctx context.Context, kv *kvv1.KubeVirt, p *plan.Plan)
 				r.Recorder.Eventf(kv, nil, corev1.EventTypeNormal, "Pruned", "Delete", "Deleted %s, which the install strategy no longer holds", key)
 			}
 		}
-	}
-	return errors.Join(errs...)
-}
-
-// collectStrategies keeps the current and the previous strategy ConfigMaps
-// and deletes older ones.
-func (r *Reconciler) collectStrategies(ctx context.Context, namespace, currentID, previousID string) error {
-	var list corev1.ConfigMapList
-	if err := r.Client.List(ctx, &list, client.InNamespace(namespace), client.HasLabels{vocab.InstallStrategyLabel},
-		client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
-		return err
-	}
-	keep := map[string]bool{}
-	if currentID != "" {
-		keep[strategy.ConfigMapName(currentID)] = true
-		if previousID != "" && previousID != currentID {
-			keep[strategy.ConfigMapName(previousID)] = true
-		} else {
-			// Once the rollout is recorded the observed ID is the current
-			// one; the previous strategy is then the newest other
-			// ConfigMap (by creation), kept for a rollback's diff.
-			var newest *corev1.ConfigMap
-			for i := range list.Items {
-				cm := &list.Items[i]
-				if keep[cm.Name] {
-					continue
-				}
-				if newest == nil || newest.CreationTimestamp.Before(&cm.CreationTimestamp) ||
-					(newest.CreationTimestamp.Equal(&cm.CreationTimestamp) && cm.Name > newest.Name) {
-					newest = cm
-				}
-			}
-			if newest != nil {
-				keep[newest.Name] = true
-			}
-		}
-	}
-	var errs []error
-	for i := range list.Items {
-		cm := &list.Items[i]
-		if keep[cm.Name] {
-			continue
-		}
-		if err := r.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
-			errs = append(errs, err)
-			continue
-		}
-		ctrl.LoggerFrom(ctx).Info("Deleted old install strategy", "configMap", cm.Name)
 	}
 	return errors.Join(errs...)
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/strategy/store"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -44,11 +45,12 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Settings are the operator's settings that shape the strategy.
 	Settings config.Settings
-	// Catalog is what this operator renders in process.
+	// Catalog is what this operator renders in process; a tuning is
+	// checked against its rules.
 	Catalog catalog.Catalog
-	// StrategyJobs runs the dump-install-strategy Job for versions outside
-	// the catalog; nil makes such versions a configuration error.
-	StrategyJobs StrategyJobRunner
+	// Strategies resolves the install strategy of a config and keeps the
+	// strategy ConfigMaps.
+	Strategies *store.Store
 	// Applier writes the planned objects.
 	Applier *apply.Applier
 	// Capabilities reads what the live cluster offers.
@@ -68,8 +70,6 @@ type Reconciler struct {
 	// itself or a changed copy.
 	AdjustObject func(client.Object) client.Object
 
-	// strategies keeps recently resolved strategies by deployment ID.
-	strategies strategyCache
 	// tunings keeps recently rendered monitoring tunings.
 	tunings plan.TuningCache
 }
@@ -212,10 +212,15 @@ func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f 
 	kv.Status.TargetDeploymentConfig = cfg.JSON()
 	f.updating = kv.Status.ObservedDeploymentID != "" && kv.Status.ObservedDeploymentID != cfg.ID
 
-	st, res, err := r.resolveStrategy(ctx, kv, cfg, f)
-	if err != nil || st == nil {
-		return res, err
+	res, err := r.Strategies.Resolve(ctx, kv, cfg)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
+	if res.Strategy == nil {
+		f.invalid, f.strategyPending, f.strategyFailed = res.Invalid, res.Pending, res.Failed
+		return ctrl.Result{RequeueAfter: res.RequeueAfter}, nil
+	}
+	st := res.Strategy
 	if !controllerutil.ContainsFinalizer(kv, vocab.KubeVirtFinalizer) {
 		if err := r.addFinalizer(ctx, kv); err != nil {
 			return ctrl.Result{}, err
@@ -278,7 +283,7 @@ func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f 
 		return ctrl.Result{}, err
 	}
 	faultpoint.Hit("pruned")
-	if err := r.collectStrategies(ctx, kv.Namespace, cfg.ID, kv.Status.ObservedDeploymentID); err != nil {
+	if err := r.Strategies.Collect(ctx, kv.Namespace, cfg.ID, kv.Status.ObservedDeploymentID); err != nil {
 		log.Error(err, "Failed to delete old strategy ConfigMaps")
 	}
 	kv.Status.ObservedKubeVirtVersion = cfg.Version

@@ -9,11 +9,6 @@ import (
 )
 
 var (
-	strategyGenerationSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "virtop_strategy_generation_seconds",
-		Help:    "Time to render an install strategy in process.",
-		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1},
-	})
 	appliedObjects = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "virtop_applied_objects_total",
 		Help: "Objects written by server-side apply, by kind and result (created or configured).",
@@ -39,7 +34,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(strategyGenerationSeconds, appliedObjects, operatorReady, operatorLeading, emulationEnabled, monitoringGate)
+	metrics.Registry.MustRegister(appliedObjects, operatorReady, operatorLeading, emulationEnabled, monitoringGate)
 }
 
 // SetOperatorReady reports the operator ready (caches synced).

@@ -88,7 +88,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, kv *kvv1.KubeVirt, f *
 	if remaining > 0 {
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
-	if err := r.collectStrategies(ctx, kv.Namespace, "", ""); err != nil {
+	if err := r.Strategies.Collect(ctx, kv.Namespace, "", ""); err != nil {
 		f.deletionErr = err
 		return ctrl.Result{}, err
 	}
