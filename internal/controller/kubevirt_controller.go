@@ -10,7 +10,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,7 +29,6 @@ import (
 	"github.com/virtop-dev/virtop/internal/faultpoint"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/plan"
-	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategy/store"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
@@ -260,18 +258,18 @@ func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f 
 	setMonitoringGate(p.Monitoring)
 	r.reportCertificates(ctx, kv, p.Certificates)
 	out, err := r.applyPlan(ctx, kv, p, f.updating)
-	tp.observe(out.monitoringReached, out.monitoringErr)
+	tp.observe(out.MonitoringReached, out.MonitoringErr)
 	if err != nil {
 		f.applyErr = err
 		return ctrl.Result{}, err
 	}
-	f.created = out.created
-	f.ready = out.ready
-	f.waitingOn = out.waitingOn
-	f.monitoringErr = out.monitoringErr
-	out.requeueAfter = lowestNonZero(out.requeueAfter, monitoringRecheck(p.Monitoring))
+	f.created = out.Created
+	f.ready = out.Ready
+	f.waitingOn = out.WaitingOn
+	f.monitoringErr = out.MonitoringErr
+	requeueAfter := lowestNonZero(out.RequeueAfter, monitoringRecheck(p.Monitoring))
 	if p.Certificates != nil {
-		out.requeueAfter = lowestNonZero(out.requeueAfter, p.Certificates.RequeueAfter(r.now().Time))
+		requeueAfter = lowestNonZero(requeueAfter, p.Certificates.RequeueAfter(r.now().Time))
 	}
 	if !f.ready {
 		// Readiness arrives as watch events; the requeue is only a safety
@@ -291,7 +289,7 @@ func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f 
 	kv.Status.ObservedDeploymentID = cfg.ID
 	kv.Status.ObservedDeploymentConfig = cfg.JSON()
 	f.updating = false
-	return ctrl.Result{RequeueAfter: out.requeueAfter}, nil
+	return ctrl.Result{RequeueAfter: requeueAfter}, nil
 }
 
 func (r *Reconciler) addFinalizer(ctx context.Context, kv *kvv1.KubeVirt) error {
@@ -363,11 +361,6 @@ func (r *Reconciler) eventForChanges(orig, kv *kvv1.KubeVirt) {
 		}
 		r.Recorder.Eventf(kv, nil, typ, c.Reason, string(c.Type), "%s is %s: %s", c.Type, c.Status, c.Message)
 	}
-}
-
-// logFor returns a logger for an object.
-func logFor(log logr.Logger, key strategy.Key) logr.Logger {
-	return log.WithValues("kind", key.Kind, "object", key.Namespace+"/"+key.Name)
 }
 
 func findCondition(conds []kvv1.KubeVirtCondition, typ kvv1.KubeVirtConditionType) *kvv1.KubeVirtCondition {

@@ -9,10 +9,6 @@ import (
 )
 
 var (
-	appliedObjects = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "virtop_applied_objects_total",
-		Help: "Objects written by server-side apply, by kind and result (created or configured).",
-	}, []string{"kind", "result"})
 	// The upstream operator's metrics, so upstream alerts about the operator
 	// keep working.
 	operatorReady = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -34,7 +30,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(appliedObjects, operatorReady, operatorLeading, emulationEnabled, monitoringGate)
+	metrics.Registry.MustRegister(operatorReady, operatorLeading, emulationEnabled, monitoringGate)
 }
 
 // SetOperatorReady reports the operator ready (caches synced).

@@ -2,17 +2,15 @@ package controller
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/ownership"
-	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/uninstall"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
@@ -46,42 +44,18 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, kv *kvv1.KubeVirt, f *
 		f.deletionErr = err
 		return ctrl.Result{}, err
 	}
-	remaining := 0
-	var errs []error
-	for _, gvk := range kinds.Managed {
-		objs, err := r.listManaged(ctx, gvk, kv.Namespace)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+	keep := func(ctx context.Context, o *unstructured.Unstructured) (bool, error) {
+		if o.GetKind() != "CustomResourceDefinition" || removeWorkloads {
+			return false, nil
 		}
-		for i := range objs {
-			o := &objs[i]
-			if gvk.Kind == "CustomResourceDefinition" && !removeWorkloads {
-				empty, err := uninstall.CRDEmpty(ctx, r.APIReader, o)
-				if err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				if !empty {
-					log.Info("Keeping CRD that still holds user objects", "crd", o.GetName())
-					continue
-				}
-			}
-			remaining++
-			if o.GetDeletionTimestamp() != nil {
-				continue
-			}
-			if err := r.Client.Delete(ctx, o, client.PropagationPolicy("Background")); client.IgnoreNotFound(err) != nil {
-				errs = append(errs, fmt.Errorf("delete %s %s: %w", gvk.Kind, o.GetName(), err))
-			}
-			r.Applier.Forget(strategy.Key{Group: gvk.Group, Kind: gvk.Kind, Namespace: o.GetNamespace(), Name: o.GetName()})
+		empty, err := uninstall.CRDEmpty(ctx, r.APIReader, o)
+		if err == nil && !empty {
+			log.Info("Keeping CRD that still holds user objects", "crd", o.GetName())
 		}
-		// Webhooks and APIServices go first: wait for them before the rest.
-		if remaining > 0 && (gvk.Kind == "MutatingWebhookConfiguration" || gvk.Kind == "APIService") {
-			break
-		}
+		return !empty, err
 	}
-	if err := errors.Join(errs...); err != nil {
+	remaining, err := r.Applier.Remove(ctx, kinds.Managed, kv.Namespace, keep)
+	if err != nil {
 		f.deletionErr = err
 		return ctrl.Result{}, err
 	}

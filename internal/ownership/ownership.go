@@ -148,8 +148,8 @@ func Derive(cat catalog.Catalog) (*Kinds, error) {
 		return 1
 	}
 	slices.SortFunc(k.Managed, func(a, b schema.GroupVersionKind) int {
-		ra, _ := strategy.KindRank(a.Kind)
-		rb, _ := strategy.KindRank(b.Kind)
+		ra, _ := stage.KindRank(a.Kind)
+		rb, _ := stage.KindRank(b.Kind)
 		return cmp.Or(cmp.Compare(removal(a), removal(b)), cmp.Compare(rb, ra), compareGVK(a, b))
 	})
 	slices.SortFunc(k.Watched, compareGVK)

@@ -125,8 +125,8 @@ func TestEveryPlannedKindIsOwned(t *testing.T) {
 				if !slices.Contains(k.Managed, gvk) {
 					missing[fmt.Sprintf("%s is not in Managed (never pruned nor removed)", gvk)] = true
 				}
-				if _, ok := strategy.KindRank(gvk.Kind); !ok {
-					missing[fmt.Sprintf("%s has no apply rank (strategy.KindRank)", gvk.Kind)] = true
+				if _, ok := stage.KindRank(gvk.Kind); !ok {
+					missing[fmt.Sprintf("%s has no apply rank (stage.KindRank)", gvk.Kind)] = true
 				}
 				reads := 0
 				for _, in := range []bool{slices.Contains(k.Watched, gvk), slices.Contains(k.Uncached, gvk), vanishing[gvk]} {
