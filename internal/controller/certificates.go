@@ -65,14 +65,3 @@ func (r *Reconciler) reportCertificates(ctx context.Context, kv *kvv1.KubeVirt, 
 		r.Recorder.Eventf(kv, nil, corev1.EventTypeNormal, "CertificatesIssued", "Issue", "Issued certificates: %s", summarize(issued))
 	}
 }
-
-// lowestNonZero returns the smaller positive duration.
-func lowestNonZero(a, b time.Duration) time.Duration {
-	switch {
-	case a <= 0:
-		return b
-	case b <= 0:
-		return a
-	}
-	return min(a, b)
-}

@@ -4,34 +4,121 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/apply"
+	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/faultpoint"
 	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
-// applyPlan applies the plan stage by stage, in the update order when an
+// configure turns the resource into its deployment config and records the
+// target in the status. An invalid resource ends the pass: what runs
+// keeps running.
+func (r *Reconciler) configure(ctx context.Context, s *scope) (bool, error) {
+	kv := s.kv
+	kv.Status.OperatorVersion = r.OperatorVersion
+	cfg, err := config.FromKubeVirt(kv, r.Settings)
+	if err != nil {
+		s.invalid = err
+		ctrl.LoggerFrom(ctx).Info("KubeVirt resource is invalid; leaving the control plane as it is", "reason", err.Error())
+		return false, nil
+	}
+	s.cfg = cfg
+	kv.Status.TargetKubeVirtVersion = cfg.Version
+	kv.Status.TargetKubeVirtRegistry = cfg.Registry
+	kv.Status.TargetDeploymentID = cfg.ID
+	kv.Status.TargetDeploymentConfig = cfg.JSON()
+	return true, nil
+}
+
+// resolveStrategy gets the config's strategy; the pass waits while it is
+// being produced.
+func (r *Reconciler) resolveStrategy(ctx context.Context, s *scope) (bool, error) {
+	res, err := r.Strategies.Resolve(ctx, s.kv, s.cfg)
+	if err != nil {
+		return false, err
+	}
+	s.strategy = res
+	s.requeueAfter = res.RequeueAfter
+	return res.Strategy != nil, nil
+}
+
+// ensureFinalizer adds the finalizer before anything is created.
+func (r *Reconciler) ensureFinalizer(ctx context.Context, s *scope) (bool, error) {
+	if controllerutil.ContainsFinalizer(s.kv, vocab.KubeVirtFinalizer) {
+		return true, nil
+	}
+	orig := s.kv.DeepCopy()
+	controllerutil.AddFinalizer(s.kv, vocab.KubeVirtFinalizer)
+	return true, r.Client.Patch(ctx, s.kv, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(vocab.StatusFieldManager))
+}
+
+// plan gathers what the plan needs from the cluster (capabilities, the
+// honoured KubeVirtMonitoring, the live certificates) and builds it.
+func (r *Reconciler) plan(ctx context.Context, s *scope) (bool, error) {
+	caps, err := r.Capabilities.Snapshot(ctx, s.cfg)
+	if err != nil {
+		return false, fmt.Errorf("reading the cluster's capabilities: %w", err)
+	}
+	if s.tuning, err = r.selectTuning(ctx, s.cfg); err != nil {
+		return false, err
+	}
+	live, err := r.liveCertificates(ctx, s.kv.Namespace)
+	if err != nil {
+		return false, err
+	}
+	p, err := plan.Build(s.strategy.Strategy, s.cfg, caps, plan.Options{Tuning: s.tuning.input, Certificates: live, Adjust: r.AdjustObject})
+	s.tuning.planned(ctx, p)
+	if err != nil {
+		return false, err
+	}
+	s.plan = p
+	setMonitoringGate(p.Monitoring)
+	r.reportCertificates(ctx, s.kv, p.Certificates)
+	return true, nil
+}
+
+// apply applies the plan stage by stage, in the update order when an
 // earlier deployment is being replaced, and says in one event what it
-// changed.
-func (r *Reconciler) applyPlan(ctx context.Context, kv *kvv1.KubeVirt, p *plan.Plan, updating bool) (apply.Outcome, error) {
+// changed. The pass goes on to prune once everything is ready.
+func (r *Reconciler) apply(ctx context.Context, s *scope) (bool, error) {
 	order := stage.Install
-	if updating {
+	if s.updating() {
 		order = stage.Update
 	}
-	out, err := r.Applier.ApplyStaged(ctx, p.Objects, order)
+	out, err := r.Applier.ApplyStaged(ctx, s.plan.Objects, order)
 	if len(out.Changes) > 0 && r.Recorder != nil {
 		changed := make([]string, len(out.Changes))
 		for i, c := range out.Changes {
 			changed[i] = c.String()
 		}
-		r.Recorder.Eventf(kv, nil, corev1.EventTypeNormal, "Applied", "Apply", "Applied %d objects: %s", len(changed), summarize(changed))
+		r.Recorder.Eventf(s.kv, nil, corev1.EventTypeNormal, "Applied", "Apply", "Applied %d objects: %s", len(changed), summarize(changed))
 	}
-	return out, err
+	s.tuning.observe(out.MonitoringReached, out.MonitoringErr)
+	if err != nil {
+		return false, err
+	}
+	s.applied = out
+	if !out.Ready {
+		// Readiness arrives as watch events; the requeue is only a safety
+		// net for events missed while disconnected.
+		s.requeueAfter = time.Minute
+		return false, nil
+	}
+	s.requeueAfter = lowestNonZero(out.RequeueAfter, monitoringRecheck(s.plan.Monitoring))
+	if c := s.plan.Certificates; c != nil {
+		s.requeueAfter = lowestNonZero(s.requeueAfter, c.RequeueAfter(r.now().Time))
+	}
+	return true, nil
 }
 
 func summarize(items []string) string {
@@ -43,20 +130,38 @@ func summarize(items []string) string {
 
 // prune deletes what virtop created and the plan no longer holds, once the
 // new state is rolled out; CRDs are never pruned.
-func (r *Reconciler) prune(ctx context.Context, kv *kvv1.KubeVirt, p *plan.Plan) error {
+func (r *Reconciler) prune(ctx context.Context, s *scope) (bool, error) {
 	want := map[strategy.Key]bool{}
-	for _, o := range p.Objects {
+	for _, o := range s.plan.Objects {
 		want[strategy.KeyOf(o)] = true
 	}
 	kinds, err := ownership.Get()
 	if err != nil {
-		return err
+		return false, err
 	}
-	pruned, err := r.Applier.Prune(ctx, kinds.Managed, kv.Namespace, want)
+	pruned, err := r.Applier.Prune(ctx, kinds.Managed, s.kv.Namespace, want)
 	if r.Recorder != nil {
 		for _, key := range pruned {
-			r.Recorder.Eventf(kv, nil, corev1.EventTypeNormal, "Pruned", "Delete", "Deleted %s, which the install strategy no longer holds", key)
+			r.Recorder.Eventf(s.kv, nil, corev1.EventTypeNormal, "Pruned", "Delete", "Deleted %s, which the install strategy no longer holds", key)
 		}
 	}
-	return err
+	if err != nil {
+		return false, err
+	}
+	faultpoint.Hit("pruned")
+	return true, nil
+}
+
+// record collects the strategy ConfigMaps of older deployments and
+// records the rollout in the status.
+func (r *Reconciler) record(ctx context.Context, s *scope) (bool, error) {
+	kv, cfg := s.kv, s.cfg
+	if err := r.Strategies.Collect(ctx, kv.Namespace, cfg.ID, kv.Status.ObservedDeploymentID); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to delete old strategy ConfigMaps")
+	}
+	kv.Status.ObservedKubeVirtVersion = cfg.Version
+	kv.Status.ObservedKubeVirtRegistry = cfg.Registry
+	kv.Status.ObservedDeploymentID = cfg.ID
+	kv.Status.ObservedDeploymentConfig = cfg.JSON()
+	return true, nil
 }

@@ -15,70 +15,77 @@ import (
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
-// reconcileDelete removes the control plane: webhooks and APIServices
-// first (a webhook without a backend must never block deletion), then
-// everything else, CRDs last and only when they hold no user objects or the
-// user chose RemoveWorkloads; finally the strategy ConfigMaps and the
-// finalizer.
-func (r *Reconciler) reconcileDelete(ctx context.Context, kv *kvv1.KubeVirt, f *facts) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
-	f.deleting = true
-	if !controllerutil.ContainsFinalizer(kv, vocab.KubeVirtFinalizer) {
-		return ctrl.Result{}, nil
+// hasFinalizer ends an uninstall that is not virtop's to do.
+func hasFinalizer(_ context.Context, s *scope) (bool, error) {
+	return controllerutil.ContainsFinalizer(s.kv, vocab.KubeVirtFinalizer), nil
+}
+
+func removesWorkloads(kv *kvv1.KubeVirt) bool {
+	return kv.Spec.UninstallStrategy == kvv1.KubeVirtUninstallStrategyRemoveWorkloads
+}
+
+// checkWorkloads holds the uninstall while protected workloads exist,
+// unless the user chose RemoveWorkloads.
+func (r *Reconciler) checkWorkloads(ctx context.Context, s *scope) (bool, error) {
+	if removesWorkloads(s.kv) {
+		return true, nil
 	}
-	removeWorkloads := kv.Spec.UninstallStrategy == kvv1.KubeVirtUninstallStrategyRemoveWorkloads
-	if !removeWorkloads {
-		found, err := uninstall.ExistingWorkloads(ctx, r.APIReader, r.Client.RESTMapper())
-		if err != nil {
-			f.deletionErr = err
-			return ctrl.Result{}, err
-		}
-		if len(found) > 0 {
-			f.deletionBlocked = uninstall.Blocked(found)
-			// Workload kinds are not watched; look again shortly.
-			return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
-		}
+	found, err := uninstall.ExistingWorkloads(ctx, r.APIReader, r.Client.RESTMapper())
+	if err != nil {
+		return false, err
 	}
+	if len(found) == 0 {
+		return true, nil
+	}
+	s.blocked = uninstall.Blocked(found)
+	// Workload kinds are not watched; look again shortly.
+	s.requeueAfter = 10 * time.Second
+	return false, nil
+}
+
+// remove deletes what virtop created, in removal order, keeping CRDs that
+// still hold user objects unless the user chose RemoveWorkloads; the pass
+// waits until nothing remains.
+func (r *Reconciler) remove(ctx context.Context, s *scope) (bool, error) {
 	kinds, err := ownership.Get()
 	if err != nil {
-		f.deletionErr = err
-		return ctrl.Result{}, err
+		return false, err
 	}
 	keep := func(ctx context.Context, o *unstructured.Unstructured) (bool, error) {
-		if o.GetKind() != "CustomResourceDefinition" || removeWorkloads {
+		if o.GetKind() != "CustomResourceDefinition" || removesWorkloads(s.kv) {
 			return false, nil
 		}
 		empty, err := uninstall.CRDEmpty(ctx, r.APIReader, o)
 		if err == nil && !empty {
-			log.Info("Keeping CRD that still holds user objects", "crd", o.GetName())
+			ctrl.LoggerFrom(ctx).Info("Keeping CRD that still holds user objects", "crd", o.GetName())
 		}
 		return !empty, err
 	}
-	remaining, err := r.Applier.Remove(ctx, kinds.Managed, kv.Namespace, keep)
+	remaining, err := r.Applier.Remove(ctx, kinds.Managed, s.kv.Namespace, keep)
 	if err != nil {
-		f.deletionErr = err
-		return ctrl.Result{}, err
+		return false, err
 	}
 	if remaining > 0 {
-		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+		s.requeueAfter = 5 * time.Second
+		return false, nil
 	}
-	if err := r.Strategies.Collect(ctx, kv.Namespace, "", ""); err != nil {
-		f.deletionErr = err
-		return ctrl.Result{}, err
+	return true, nil
+}
+
+// removeStrategies deletes every strategy ConfigMap: the uninstall is done.
+func (r *Reconciler) removeStrategies(ctx context.Context, s *scope) (bool, error) {
+	if err := r.Strategies.Collect(ctx, s.kv.Namespace, "", ""); err != nil {
+		return false, err
 	}
-	// Say Deleted, then let the resource go.
+	s.deleted = true
+	return true, nil
+}
+
+// removeFinalizer lets the deleted resource go, once its status says
+// Deleted.
+func (r *Reconciler) removeFinalizer(ctx context.Context, kv *kvv1.KubeVirt) error {
 	orig := kv.DeepCopy()
-	f.deleted = true
-	kv.Status.Phase = kvv1.KubeVirtPhaseDeleted
-	kv.Status.Conditions = mergeConditions(kv.Status.Conditions, conditions(*f), r.now())
-	if err := r.Client.Status().Patch(ctx, kv, client.MergeFrom(orig), client.FieldOwner(vocab.StatusFieldManager)); client.IgnoreNotFound(err) != nil {
-		return ctrl.Result{}, err
-	}
-	orig = kv.DeepCopy()
 	controllerutil.RemoveFinalizer(kv, vocab.KubeVirtFinalizer)
-	if err := r.Client.Patch(ctx, kv, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(vocab.StatusFieldManager)); client.IgnoreNotFound(err) != nil {
-		return ctrl.Result{}, err
-	}
-	log.Info("Removed the KubeVirt control plane")
-	return ctrl.Result{}, nil
+	err := r.Client.Patch(ctx, kv, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(vocab.StatusFieldManager))
+	return client.IgnoreNotFound(err)
 }
