@@ -9,6 +9,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/rules"
 	"github.com/virtop-dev/virtop/internal/monitoring/tuning"
+	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
 )
 
@@ -25,9 +26,9 @@ func readTuning(path string) (*v1alpha1.KubeVirtMonitoring, error) {
 	return t, nil
 }
 
-// applyTuningFile tunes a freshly rendered strategy's monitoring objects as
-// the operator's plan does (the strategy's ID stays the untuned one: tuning
-// is never part of the strategy).
+// applyTuningFile tunes a freshly rendered strategy's monitoring objects
+// with the plan's own tuning step (plan.Tune); the strategy's ID stays the
+// untuned one: tuning is never part of the strategy.
 func applyTuningFile(s *strategy.Strategy, cfg *config.DeploymentConfig, path string) error {
 	t, err := readTuning(path)
 	if err != nil {
@@ -37,9 +38,9 @@ func applyTuningFile(s *strategy.Strategy, cfg *config.DeploymentConfig, path st
 	if !ok {
 		return &catalog.NotInCatalogError{Version: cfg.Version, Have: catalog.Builtin().Versions()}
 	}
-	objs, _, err := tuning.Apply(s.Objects, t, tuning.InputFor(cfg, rel))
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+	objs, out := plan.Tune(s.Objects, cfg, &plan.Tuning{Resource: t, Release: &rel})
+	if out.Err != nil {
+		return fmt.Errorf("%s: %w", path, out.Err)
 	}
 	s.Objects = objs
 	return nil

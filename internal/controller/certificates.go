@@ -12,7 +12,6 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/certs"
-	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/plan"
 )
 
@@ -30,35 +29,38 @@ var (
 	}, []string{"secret"})
 )
 
-// fillCertificates gives the planned certificate Secrets, CA ConfigMaps,
-// webhooks, APIServices and Routes their certificate data: live
-// certificates are kept while they are valid, others issued. The planned
-// placeholders never reach the cluster.
-func (r *Reconciler) fillCertificates(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig, p *plan.Plan) (*certs.Report, error) {
+// liveCertificates reads the install namespace's Secrets and ConfigMaps
+// (from the cache) for the plan's certificate step: live certificates are
+// kept while they are valid, others issued.
+func (r *Reconciler) liveCertificates(ctx context.Context, namespace string) (*plan.Certificates, error) {
 	m := r.Certs
 	if m == nil {
 		m = &certs.Manager{Clock: r.Clock}
 	}
 	live := certs.Live{Secrets: map[string]*corev1.Secret{}, ConfigMaps: map[string]*corev1.ConfigMap{}}
 	var secrets corev1.SecretList
-	if err := r.Client.List(ctx, &secrets, client.InNamespace(kv.Namespace)); err != nil {
+	if err := r.Client.List(ctx, &secrets, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("list Secrets: %w", err)
 	}
 	for i := range secrets.Items {
 		live.Secrets[secrets.Items[i].Name] = &secrets.Items[i]
 	}
 	var cms corev1.ConfigMapList
-	if err := r.Client.List(ctx, &cms, client.InNamespace(kv.Namespace)); err != nil {
+	if err := r.Client.List(ctx, &cms, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("list ConfigMaps: %w", err)
 	}
 	for i := range cms.Items {
 		live.ConfigMaps[cms.Items[i].Name] = &cms.Items[i]
 	}
-	objs, rep, err := m.Fill(p.Objects, live, cfg.Certificates)
-	if err != nil {
-		return nil, fmt.Errorf("certificates: %w", err)
+	return &plan.Certificates{Manager: m, Live: live}, nil
+}
+
+// reportCertificates exports the certificates' expiry and says which the
+// plan issued.
+func (r *Reconciler) reportCertificates(ctx context.Context, kv *kvv1.KubeVirt, rep *certs.Report) {
+	if rep == nil {
+		return
 	}
-	p.Objects = objs
 	for _, c := range rep.Certificates {
 		certificateExpiry.WithLabelValues(c.Name).Set(float64(c.NotAfter.Unix()))
 		certificateRenewal.WithLabelValues(c.Name).Set(float64(c.RenewAt.Unix()))
@@ -69,16 +71,4 @@ func (r *Reconciler) fillCertificates(ctx context.Context, kv *kvv1.KubeVirt, cf
 	if issued := rep.Issued(); len(issued) > 0 && r.Recorder != nil {
 		r.Recorder.Eventf(kv, nil, corev1.EventTypeNormal, "CertificatesIssued", "Issue", "Issued certificates: %s", summarize(issued))
 	}
-	return rep, nil
-}
-
-// lowestNonZero returns the smaller positive duration.
-func lowestNonZero(a, b time.Duration) time.Duration {
-	switch {
-	case a <= 0:
-		return b
-	case b <= 0:
-		return a
-	}
-	return min(a, b)
 }

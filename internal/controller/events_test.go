@@ -26,20 +26,20 @@ func TestEventTypesForConditionChanges(t *testing.T) {
 		wantNoEvent bool
 	}{
 		{"deletion blocked is a warning",
-			withConds(cond(kvv1.KubeVirtConditionSynchronized, corev1.ConditionTrue, ReasonSynchronized)),
-			withConds(cond(kvv1.KubeVirtConditionSynchronized, corev1.ConditionFalse, ReasonDeletionBlocked)),
+			withConds(cond(kvv1.KubeVirtConditionSynchronized, corev1.ConditionTrue, kvv1.ReasonSynchronized)),
+			withConds(cond(kvv1.KubeVirtConditionSynchronized, corev1.ConditionFalse, kvv1.ReasonDeletionBlocked)),
 			"Warning DeletionBlocked", false},
 		{"synchronized again is normal",
-			withConds(cond(kvv1.KubeVirtConditionSynchronized, corev1.ConditionFalse, ReasonDeploymentFailed)),
-			withConds(cond(kvv1.KubeVirtConditionSynchronized, corev1.ConditionTrue, ReasonSynchronized)),
+			withConds(cond(kvv1.KubeVirtConditionSynchronized, corev1.ConditionFalse, kvv1.ReasonDeploymentFailed)),
+			withConds(cond(kvv1.KubeVirtConditionSynchronized, corev1.ConditionTrue, kvv1.ReasonSynchronized)),
 			"Normal Synchronized", false},
 		{"Available lost is a warning",
 			withConds(cond(kvv1.KubeVirtConditionAvailable, corev1.ConditionTrue, "AllComponentsReady")),
 			withConds(cond(kvv1.KubeVirtConditionAvailable, corev1.ConditionFalse, "DeploymentInProgress")),
 			"Warning DeploymentInProgress", false},
 		{"no change, no event",
-			withConds(cond(kvv1.KubeVirtConditionDegraded, corev1.ConditionFalse, ReasonNoErrors)),
-			withConds(cond(kvv1.KubeVirtConditionDegraded, corev1.ConditionFalse, ReasonNoErrors)),
+			withConds(cond(kvv1.KubeVirtConditionDegraded, corev1.ConditionFalse, kvv1.ReasonNoErrors)),
+			withConds(cond(kvv1.KubeVirtConditionDegraded, corev1.ConditionFalse, kvv1.ReasonNoErrors)),
 			"", true},
 	} {
 		rec := events.NewFakeRecorder(4)

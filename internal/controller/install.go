@@ -2,23 +2,15 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/apply"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/faultpoint"
 	"github.com/virtop-dev/virtop/internal/ownership"
@@ -28,272 +20,105 @@ import (
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
-// strategyCache keeps the strategies recently resolved, by deployment ID,
-// so a steady-state pass does not render or decode again.
-type strategyCache = recent[string, *cachedStrategy]
-
-// keptStrategies: the current and the previous deployment's.
-const keptStrategies = 2
-
-type cachedStrategy struct {
-	strategy  *strategy.Strategy
-	configMap *corev1.ConfigMap
-}
-
-// resolveStrategy returns the strategy of the config, from memory, from
-// rendering in process (catalog versions) or from its ConfigMap (written by
-// the dump-install-strategy Job for other versions). The ConfigMap is kept
-// applied either way. A nil strategy with nil error means "pending".
-func (r *Reconciler) resolveStrategy(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig, f *facts) (*strategy.Strategy, ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
-	if c := r.strategies.get(cfg.ID); c != nil {
-		if c.configMap != nil {
-			res, _, err := r.Applier.Apply(ctx, c.configMap)
-			if err != nil {
-				return nil, ctrl.Result{}, err
-			}
-			if res != apply.Unchanged {
-				// Stored by this process, so someone deleted or changed it.
-				// The events' action tells the two apart: events of one
-				// object, reason and action fold into one series.
-				found, action := "changed", "Update"
-				if res == apply.Created {
-					found, action = "deleted", "Create"
-				}
-				log.Info("Restored install strategy ConfigMap", "configMap", c.configMap.Name, "found", found)
-				if r.Recorder != nil {
-					r.Recorder.Eventf(kv, nil, corev1.EventTypeWarning, "StrategyRestored", action, "Install strategy ConfigMap %s was %s; wrote it again", c.configMap.Name, found)
-				}
-			}
-		}
-		return c.strategy, ctrl.Result{}, nil
-	}
-	if _, ok := r.Catalog.Lookup(cfg.Version); ok {
-		start := time.Now()
-		st, err := strategy.Generate(cfg)
-		if err != nil {
-			// Rendering is pure: an error comes from the input (for example
-			// a customizeComponents patch), which only the user can fix.
-			f.invalid = err
-			return nil, ctrl.Result{}, nil
-		}
-		strategyGenerationSeconds.Observe(time.Since(start).Seconds())
-		cm, err := st.ConfigMap(kv.Namespace)
-		if err != nil {
-			return nil, ctrl.Result{}, err
-		}
-		faultpoint.Hit("strategy:before-write")
-		res, _, err := r.Applier.Apply(ctx, cm)
-		faultpoint.Hit("strategy:after-write")
-		if err != nil {
-			return nil, ctrl.Result{}, fmt.Errorf("storing the install strategy: %w", err)
-		}
-		if res != apply.Unchanged {
-			log.Info("Stored install strategy", "configMap", cm.Name, "version", cfg.Version, "objects", len(st.Objects))
-		}
-		r.strategies.put(cfg.ID, &cachedStrategy{strategy: st, configMap: cm}, keptStrategies)
-		return st, ctrl.Result{}, nil
-	}
-	// Not in this operator's catalog: the strategy comes from a ConfigMap
-	// the dump-install-strategy Job writes.
-	cm := &corev1.ConfigMap{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: kv.Namespace, Name: strategy.ConfigMapName(cfg.ID)}, cm)
-	if err == nil {
-		st, derr := strategy.FromConfigMap(cm)
-		if derr == nil && st.ID == cfg.ID {
-			r.strategies.put(cfg.ID, &cachedStrategy{strategy: st}, keptStrategies)
-			if r.StrategyJobs != nil {
-				if err := r.StrategyJobs.Done(ctx, kv, cfg); err != nil {
-					log.Error(err, "Failed to delete finished install strategy Jobs")
-				}
-			}
-			return st, ctrl.Result{}, nil
-		}
-		if derr == nil {
-			derr = fmt.Errorf("it is labelled for deployment %s", st.ID)
-		}
-		log.Info("Deleting unreadable install strategy ConfigMap; it will be produced again", "configMap", cm.Name, "reason", derr.Error())
-		if r.Recorder != nil {
-			r.Recorder.Eventf(kv, nil, corev1.EventTypeWarning, "StrategyCorrupt", "Delete", "Install strategy ConfigMap %s was unreadable (%v); producing it again", cm.Name, derr)
-		}
-		if err := r.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
-			return nil, ctrl.Result{}, err
-		}
-	} else if !apierrors.IsNotFound(err) {
-		return nil, ctrl.Result{}, err
-	}
-	if r.StrategyJobs == nil {
-		f.invalid = fmt.Errorf("spec.imageTag: %w; set the operator's --strategy-image to a virtop image whose catalog has it", &catalog.NotInCatalogError{Version: cfg.Version, Have: r.Catalog.Versions()})
-		return nil, ctrl.Result{}, nil
-	}
-	state, err := r.StrategyJobs.Ensure(ctx, kv, cfg)
+// configure turns the resource into its deployment config and records the
+// target in the status. An invalid resource ends the pass: what runs
+// keeps running.
+func (r *Reconciler) configure(ctx context.Context, s *scope) (bool, error) {
+	kv := s.kv
+	kv.Status.OperatorVersion = r.OperatorVersion
+	cfg, err := config.FromKubeVirt(kv, r.Settings)
 	if err != nil {
-		return nil, ctrl.Result{}, err
+		s.invalid = err
+		ctrl.LoggerFrom(ctx).Info("KubeVirt resource is invalid; leaving the control plane as it is", "reason", err.Error())
+		return false, nil
 	}
-	f.strategyPending = state.Pending
-	f.strategyFailed = state.Failed
-	return nil, ctrl.Result{RequeueAfter: state.RequeueAfter}, nil
+	s.cfg = cfg
+	kv.Status.TargetKubeVirtVersion = cfg.Version
+	kv.Status.TargetKubeVirtRegistry = cfg.Registry
+	kv.Status.TargetDeploymentID = cfg.ID
+	kv.Status.TargetDeploymentConfig = cfg.JSON()
+	return true, nil
 }
 
-// StrategyJobRunner runs the dump-install-strategy Job for versions outside
-// the catalog.
-type StrategyJobRunner interface {
-	// Ensure makes progress towards the strategy ConfigMap of cfg; it is
-	// called while that ConfigMap is missing.
-	Ensure(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) (JobState, error)
-	// Done is called once the strategy of cfg has loaded from its
-	// ConfigMap, to delete finished Jobs.
-	Done(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) error
-}
-
-// JobState is how the strategy Job is doing.
-type JobState struct {
-	Pending      string
-	Failed       string
-	RequeueAfter time.Duration
-}
-
-// Apply orders. A fresh install starts every component at once — none
-// needs another to start — and holds back only what needs virt-api
-// serving: its webhooks (admission) and the instancetypes they validate.
-// Starting virt-controller and virt-handler behind virt-api's readiness
-// cost a whole rollout round (about a third of created -> Available on the
-// local cluster). An update of a running system follows upstream:
-// virt-handler first, virt-api last. Monitoring comes right after the
-// Services it scrapes, so a slow component never delays the alerts that
-// would report it.
-var (
-	installOrder = []stage.Stage{stage.CRDs, stage.RBAC, stage.Certificates, stage.Services, stage.Monitoring,
-		stage.VirtController, stage.VirtHandler, stage.VirtExportProxy, stage.VirtAPI, stage.Admission, stage.Instancetypes}
-	updateOrder = []stage.Stage{stage.CRDs, stage.RBAC, stage.Certificates, stage.Services, stage.Monitoring,
-		stage.VirtHandler, stage.VirtController, stage.VirtExportProxy, stage.VirtAPI, stage.Admission, stage.Instancetypes}
-	// barriers must be ready before the next stage is applied.
-	installBarriers = map[stage.Stage]bool{stage.CRDs: true, stage.VirtAPI: true}
-	updateBarriers  = map[stage.Stage]bool{stage.CRDs: true, stage.VirtHandler: true, stage.VirtController: true, stage.VirtAPI: true}
-)
-
-type applyOutcome struct {
-	created, ready bool
-	waitingOn      string
-	requeueAfter   time.Duration
-	// monitoringErr holds failures to apply monitoring objects, which
-	// never stop the control plane's rollout (for example a monitoring CRD
-	// removed between the snapshot and the apply).
-	monitoringErr error
-	// monitoringReached is true once the monitoring stage was applied.
-	monitoringReached bool
-}
-
-func (r *Reconciler) applyPlan(ctx context.Context, kv *kvv1.KubeVirt, p *plan.Plan, updating bool) (applyOutcome, error) {
-	log := ctrl.LoggerFrom(ctx)
-	order, barriers := installOrder, installBarriers
-	if updating {
-		order, barriers = updateOrder, updateBarriers
+// resolveStrategy gets the config's strategy; the pass waits while it is
+// being produced.
+func (r *Reconciler) resolveStrategy(ctx context.Context, s *scope) (bool, error) {
+	res, err := r.Strategies.Resolve(ctx, s.kv, s.cfg)
+	if err != nil {
+		return false, err
 	}
-	byStage := map[stage.Stage][]client.Object{}
-	for _, o := range p.Objects {
-		st, err := stage.Of(o)
-		if err != nil {
-			return applyOutcome{}, err
-		}
-		byStage[st] = append(byStage[st], o)
-	}
-	var out applyOutcome
-	var changed []string
-	defer func() {
-		if len(changed) > 0 && r.Recorder != nil {
-			r.Recorder.Eventf(kv, nil, corev1.EventTypeNormal, "Applied", "Apply", "Applied %d objects: %s", len(changed), summarize(changed))
-		}
-	}()
-	allReady := true
-	for _, st := range order {
-		stageReady := true
-		objs := byStage[st]
-		for i, o := range objs {
-			if r.AdjustObject != nil {
-				o = r.AdjustObject(o)
-			}
-			if o.GetNamespace() != "" {
-				labels := o.GetLabels()
-				if labels == nil {
-					labels = map[string]string{}
-				}
-				labels[vocab.InstallNamespaceLabel] = kv.Namespace
-				o.SetLabels(labels)
-			}
-			objs[i] = o
-		}
-		for i, res := range r.applyAll(ctx, st, objs) {
-			key := strategy.KeyOf(objs[i])
-			if res.err != nil && st == stage.Monitoring {
-				logFor(log, key).Error(res.err, "Failed to apply a monitoring object; the control plane goes on")
-				out.monitoringErr = errors.Join(out.monitoringErr, res.err)
-				out.requeueAfter = lowestNonZero(out.requeueAfter, 10*time.Second)
-				continue
-			}
-			if res.err != nil {
-				return out, res.err
-			}
-			if res.result != apply.Unchanged {
-				logFor(log, key).Info("Applied object", "result", string(res.result), "stage", string(st))
-				changed = append(changed, string(res.result)+" "+key.String())
-				appliedObjects.WithLabelValues(key.Kind, string(res.result)).Inc()
-			}
-			if ok, why := apply.Ready(res.live); !ok {
-				stageReady = false
-				if out.waitingOn == "" {
-					out.waitingOn = fmt.Sprintf("%s %s: %s", key.Kind, key.Name, why)
-				}
-			}
-		}
-		faultpoint.Hit("stage:" + string(st))
-		if st == stage.Monitoring {
-			out.monitoringReached = true
-		}
-		if !stageReady {
-			allReady = false
-			if barriers[st] {
-				log.V(1).Info("Waiting for stage to become ready", "stage", string(st), "waitingOn", out.waitingOn)
-				return out, nil
-			}
-		}
-	}
-	out.created = true
-	out.ready = allReady
-	return out, nil
+	s.strategy = res
+	s.requeueAfter = res.RequeueAfter
+	return res.Strategy != nil, nil
 }
 
-// applyParallelism bounds the applies in flight within one stage. The
-// objects of a stage do not depend on each other; applying the 87
-// instancetypes and preferences, or the 16 CRDs, one after the other was a
-// third of created -> Available.
-const applyParallelism = 8
-
-type applied struct {
-	result apply.Result
-	live   *unstructured.Unstructured
-	err    error
+// ensureFinalizer adds the finalizer before anything is created.
+func (r *Reconciler) ensureFinalizer(ctx context.Context, s *scope) (bool, error) {
+	if controllerutil.ContainsFinalizer(s.kv, vocab.KubeVirtFinalizer) {
+		return true, nil
+	}
+	orig := s.kv.DeepCopy()
+	controllerutil.AddFinalizer(s.kv, vocab.KubeVirtFinalizer)
+	return true, r.Client.Patch(ctx, s.kv, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(vocab.StatusFieldManager))
 }
 
-// applyAll applies the objects of one stage concurrently and returns the
-// outcomes in the objects' order.
-func (r *Reconciler) applyAll(ctx context.Context, st stage.Stage, objs []client.Object) []applied {
-	out := make([]applied, len(objs))
-	sem := make(chan struct{}, applyParallelism)
-	var wg sync.WaitGroup
-	for i, o := range objs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			res, live, err := r.Applier.Apply(ctx, o)
-			faultpoint.Hit("object:" + string(st))
-			out[i] = applied{result: res, live: live, err: err}
-		}()
+// plan gathers what the plan needs from the cluster (capabilities, the
+// honoured KubeVirtMonitoring, the live certificates) and builds it.
+func (r *Reconciler) plan(ctx context.Context, s *scope) (bool, error) {
+	caps, err := r.Capabilities.Snapshot(ctx, s.cfg)
+	if err != nil {
+		return false, fmt.Errorf("reading the cluster's capabilities: %w", err)
 	}
-	wg.Wait()
-	return out
+	if s.tuning, err = r.selectTuning(ctx, s.cfg); err != nil {
+		return false, err
+	}
+	live, err := r.liveCertificates(ctx, s.kv.Namespace)
+	if err != nil {
+		return false, err
+	}
+	p, err := plan.Build(s.strategy.Strategy, s.cfg, caps, plan.Options{Tuning: s.tuning.input, Certificates: live, Adjust: r.AdjustObject})
+	s.tuning.planned(ctx, p)
+	if err != nil {
+		return false, err
+	}
+	s.plan = p
+	setMonitoringGate(p.Monitoring)
+	r.reportCertificates(ctx, s.kv, p.Certificates)
+	return true, nil
+}
+
+// apply applies the plan stage by stage, in the update order when an
+// earlier deployment is being replaced, and says in one event what it
+// changed. The pass goes on to prune once everything is ready.
+func (r *Reconciler) apply(ctx context.Context, s *scope) (bool, error) {
+	order := stage.Install
+	if s.updating() {
+		order = stage.Update
+	}
+	out, err := r.Applier.ApplyStaged(ctx, s.plan.Objects, order)
+	if len(out.Changes) > 0 && r.Recorder != nil {
+		changed := make([]string, len(out.Changes))
+		for i, c := range out.Changes {
+			changed[i] = c.String()
+		}
+		r.Recorder.Eventf(s.kv, nil, corev1.EventTypeNormal, "Applied", "Apply", "Applied %d objects: %s", len(changed), summarize(changed))
+	}
+	s.tuning.observe(out.MonitoringReached, out.MonitoringErr)
+	if err != nil {
+		return false, err
+	}
+	s.applied = out
+	if !out.Ready {
+		// Readiness arrives as watch events; the requeue is only a safety
+		// net for events missed while disconnected.
+		s.requeueAfter = time.Minute
+		return false, nil
+	}
+	s.requeueAfter = lowestNonZero(out.RequeueAfter, monitoringRecheck(s.plan.Monitoring))
+	if c := s.plan.Certificates; c != nil {
+		s.requeueAfter = lowestNonZero(s.requeueAfter, c.RequeueAfter(r.now().Time))
+	}
+	return true, nil
 }
 
 func summarize(items []string) string {
@@ -303,123 +128,40 @@ func summarize(items []string) string {
 	return strings.Join(items, ", ")
 }
 
-// listManaged lists the live objects of a kind that virtop manages for the
-// installation in installNS (cluster-scoped ones, and namespaced ones
-// labelled for that namespace or not labelled at all). A kind the cluster
-// does not serve has none.
-func (r *Reconciler) listManaged(ctx context.Context, gvk schema.GroupVersionKind, installNS string) ([]unstructured.Unstructured, error) {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	// Kinds whose CRDs may go away (instancetypes: the uninstall deletes
-	// their CRDs) are listed from the API server by the operator's client
-	// (internal/operator's vanishingGuard), never through an informer that
-	// could wait forever for a removed API.
-	err := r.Client.List(ctx, list, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue})
-	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", gvk.Kind, err)
-	}
-	var out []unstructured.Unstructured
-	for _, o := range list.Items {
-		if _, isStrategy := o.GetLabels()[vocab.InstallStrategyLabel]; isStrategy {
-			continue
-		}
-		if ns, labelled := o.GetLabels()[vocab.InstallNamespaceLabel]; labelled && ns != installNS {
-			continue
-		}
-		out = append(out, o)
-	}
-	return out, nil
-}
-
 // prune deletes what virtop created and the plan no longer holds, once the
-// new state is rolled out. CRDs are never pruned: they may hold user data.
-func (r *Reconciler) prune(ctx context.Context, kv *kvv1.KubeVirt, p *plan.Plan) error {
-	log := ctrl.LoggerFrom(ctx)
+// new state is rolled out; CRDs are never pruned.
+func (r *Reconciler) prune(ctx context.Context, s *scope) (bool, error) {
 	want := map[strategy.Key]bool{}
-	for _, o := range p.Objects {
+	for _, o := range s.plan.Objects {
 		want[strategy.KeyOf(o)] = true
 	}
 	kinds, err := ownership.Get()
 	if err != nil {
-		return err
+		return false, err
 	}
-	var errs []error
-	for _, gvk := range kinds.Managed {
-		if gvk.Kind == "CustomResourceDefinition" {
-			continue
-		}
-		objs, err := r.listManaged(ctx, gvk, kv.Namespace)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for i := range objs {
-			o := &objs[i]
-			key := strategy.Key{Group: gvk.Group, Kind: gvk.Kind, Namespace: o.GetNamespace(), Name: o.GetName()}
-			if want[key] {
-				continue
-			}
-			if err := r.Client.Delete(ctx, o, client.PropagationPolicy("Background")); client.IgnoreNotFound(err) != nil {
-				errs = append(errs, fmt.Errorf("prune %s: %w", key, err))
-				continue
-			}
-			r.Applier.Forget(key)
-			logFor(log, key).Info("Pruned object the install strategy no longer holds")
-			if r.Recorder != nil {
-				r.Recorder.Eventf(kv, nil, corev1.EventTypeNormal, "Pruned", "Delete", "Deleted %s, which the install strategy no longer holds", key)
-			}
+	pruned, err := r.Applier.Prune(ctx, kinds.Managed, s.kv.Namespace, want)
+	if r.Recorder != nil {
+		for _, key := range pruned {
+			r.Recorder.Eventf(s.kv, nil, corev1.EventTypeNormal, "Pruned", "Delete", "Deleted %s, which the install strategy no longer holds", key)
 		}
 	}
-	return errors.Join(errs...)
+	if err != nil {
+		return false, err
+	}
+	faultpoint.Hit("pruned")
+	return true, nil
 }
 
-// collectStrategies keeps the current and the previous strategy ConfigMaps
-// and deletes older ones.
-func (r *Reconciler) collectStrategies(ctx context.Context, namespace, currentID, previousID string) error {
-	var list corev1.ConfigMapList
-	if err := r.Client.List(ctx, &list, client.InNamespace(namespace), client.HasLabels{vocab.InstallStrategyLabel},
-		client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
-		return err
+// record collects the strategy ConfigMaps of older deployments and
+// records the rollout in the status.
+func (r *Reconciler) record(ctx context.Context, s *scope) (bool, error) {
+	kv, cfg := s.kv, s.cfg
+	if err := r.Strategies.Collect(ctx, kv.Namespace, cfg.ID, kv.Status.ObservedDeploymentID); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to delete old strategy ConfigMaps")
 	}
-	keep := map[string]bool{}
-	if currentID != "" {
-		keep[strategy.ConfigMapName(currentID)] = true
-		if previousID != "" && previousID != currentID {
-			keep[strategy.ConfigMapName(previousID)] = true
-		} else {
-			// Once the rollout is recorded the observed ID is the current
-			// one; the previous strategy is then the newest other
-			// ConfigMap (by creation), kept for a rollback's diff.
-			var newest *corev1.ConfigMap
-			for i := range list.Items {
-				cm := &list.Items[i]
-				if keep[cm.Name] {
-					continue
-				}
-				if newest == nil || newest.CreationTimestamp.Before(&cm.CreationTimestamp) ||
-					(newest.CreationTimestamp.Equal(&cm.CreationTimestamp) && cm.Name > newest.Name) {
-					newest = cm
-				}
-			}
-			if newest != nil {
-				keep[newest.Name] = true
-			}
-		}
-	}
-	var errs []error
-	for i := range list.Items {
-		cm := &list.Items[i]
-		if keep[cm.Name] {
-			continue
-		}
-		if err := r.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
-			errs = append(errs, err)
-			continue
-		}
-		ctrl.LoggerFrom(ctx).Info("Deleted old install strategy", "configMap", cm.Name)
-	}
-	return errors.Join(errs...)
+	kv.Status.ObservedKubeVirtVersion = cfg.Version
+	kv.Status.ObservedKubeVirtRegistry = cfg.Registry
+	kv.Status.ObservedDeploymentID = cfg.ID
+	kv.Status.ObservedDeploymentConfig = cfg.JSON()
+	return true, nil
 }

@@ -1,6 +1,11 @@
-// Package controller reconciles the KubeVirt resource: it resolves the
-// install strategy, plans it against the live cluster, applies it stage by
-// stage and reports what it saw in the resource's status.
+// Package controller reconciles the KubeVirt resource. A pass is a list of
+// ordered steps over a scope: installing resolves the strategy
+// (internal/strategy/store), plans it against the live cluster
+// (internal/plan), applies it stage by stage and prunes (internal/apply);
+// uninstalling checks the data-safety rules (internal/uninstall) and
+// removes what virtop created. Each step records what it found in the
+// scope; one status patch at the end computes the conditions from that
+// (status.go) and writes them.
 package controller
 
 import (
@@ -10,45 +15,35 @@ import (
 	"sort"
 	"time"
 
-	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/apply"
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/certs"
 	"github.com/virtop-dev/virtop/internal/config"
-	"github.com/virtop-dev/virtop/internal/faultpoint"
-	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/plan"
-	"github.com/virtop-dev/virtop/internal/strategy"
-	"github.com/virtop-dev/virtop/internal/vocab"
+	"github.com/virtop-dev/virtop/internal/strategy/store"
 )
 
 // Reconciler reconciles the KubeVirt resource.
 type Reconciler struct {
-	memory memorySettler
-
 	// Client reads from the cache and writes.
 	Client client.Client
 	// APIReader reads uncached (CRDs in full, objects outside the cache).
 	APIReader client.Reader
 	// Settings are the operator's settings that shape the strategy.
 	Settings config.Settings
-	// Catalog is what this operator renders in process.
+	// Catalog is what this operator renders in process; a tuning is
+	// checked against its rules.
 	Catalog catalog.Catalog
-	// StrategyJobs runs the dump-install-strategy Job for versions outside
-	// the catalog; nil makes such versions a configuration error.
-	StrategyJobs StrategyJobRunner
+	// Strategies resolves the install strategy of a config and keeps the
+	// strategy ConfigMaps.
+	Strategies *store.Store
 	// Applier writes the planned objects.
 	Applier *apply.Applier
 	// Capabilities reads what the live cluster offers.
@@ -62,14 +57,13 @@ type Reconciler struct {
 	Certs *certs.Manager
 	// Clock is injectable for tests.
 	Clock clock.PassiveClock
-	// AdjustObject, when set, is applied to each planned object just
-	// before it is applied (for example to point the operator's webhook
-	// at a host process by URL); it must be pure and return the object
-	// itself or a changed copy.
+	// AdjustObject, when set, is the plan's last step for each object
+	// (plan.Options.Adjust).
 	AdjustObject func(client.Object) client.Object
 
-	// strategies keeps recently resolved strategies by deployment ID.
-	strategies strategyCache
+	memory memorySettler
+	// tunings keeps recently rendered monitoring tunings.
+	tunings plan.TuningCache
 }
 
 // CapabilityReader gathers a snapshot of the live cluster for the plan.
@@ -77,48 +71,152 @@ type CapabilityReader interface {
 	Snapshot(ctx context.Context, cfg *config.DeploymentConfig) (plan.Capabilities, error)
 }
 
+// scope is one pass over the served KubeVirt resource: the resource, and
+// what each step found, in the step's own fields. The status is computed
+// from them (scope.facts) once the steps are done.
+type scope struct {
+	// kv is the resource; steps set its status fields and finalizer. orig
+	// is the resource as read.
+	kv, orig *kvv1.KubeVirt
+	// notServed says why no step runs: another resource is served.
+	notServed string
+
+	// configure: the deployment config, or why the resource is invalid.
+	cfg     *config.DeploymentConfig
+	invalid error
+	// strategy: the strategy, or why there is none yet.
+	strategy store.Resolution
+	// plan: what to apply; the tuning is reported however the pass ends.
+	plan   *plan.Plan
+	tuning *tuningPass
+	// apply: how the rollout stands.
+	applied apply.Outcome
+	// uninstall: why it waits for the user; deleted once nothing is left.
+	blocked string
+	deleted bool
+
+	// err ended the pass; degraded says it is a failed deployment or
+	// deletion (Degraded=True), not only a retry.
+	err      error
+	degraded bool
+	// requeueAfter is when to look again without an event.
+	requeueAfter time.Duration
+}
+
+// updating is true while an earlier deployment is being replaced.
+func (s *scope) updating() bool {
+	observed := s.kv.Status.ObservedDeploymentID
+	return s.cfg != nil && observed != "" && observed != s.cfg.ID
+}
+
+// A step does one part of a pass. It returns false to end the pass after
+// it (waiting for something, or nothing more to do); an error ends it too.
+type step struct {
+	name string
+	// degrades: an error of this step fails the deployment (or deletion)
+	// in the status; the others are only retried.
+	degrades bool
+	run      func(context.Context, *scope) (bool, error)
+}
+
+// installSteps install, update and keep the control plane.
+func (r *Reconciler) installSteps() []step {
+	return []step{
+		{"configure", false, r.configure},
+		{"strategy", false, r.resolveStrategy},
+		{"finalizer", false, r.ensureFinalizer},
+		{"plan", true, r.plan},
+		{"apply", true, r.apply},
+		{"prune", true, r.prune},
+		{"record", false, r.record},
+	}
+}
+
+// deleteSteps remove it: nothing while workloads exist, webhooks and
+// APIServices first, CRDs last and only without user data (or under
+// RemoveWorkloads), then the strategy ConfigMaps; the finalizer goes with
+// the status patch.
+func (r *Reconciler) deleteSteps() []step {
+	return []step{
+		{"finalizer", false, hasFinalizer},
+		{"workloads", true, r.checkWorkloads},
+		{"remove", true, r.remove},
+		{"strategies", true, r.removeStrategies},
+	}
+}
+
 // Reconcile runs one pass for a KubeVirt resource.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	kv := &kvv1.KubeVirt{}
 	if err := r.Client.Get(ctx, req.NamespacedName, kv); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if served, err := r.servedKey(ctx); err != nil {
+	served, err := r.servedKey(ctx)
+	if err != nil {
 		return ctrl.Result{}, err
-	} else if served != client.ObjectKeyFromObject(kv) {
-		return ctrl.Result{}, r.markNotServed(ctx, kv, served)
+	}
+	s := &scope{kv: kv}
+	defer func() { res, err = r.finish(ctx, s) }()
+	if served != client.ObjectKeyFromObject(kv) {
+		s.orig = kv.DeepCopy()
+		s.notServed = r.notServed(served)
+		return
 	}
 	setEmulationEnabled(kv)
-	orig := kv.DeepCopy()
-	var f facts
-	f.previouslyAvailable = conditionStatus(kv.Status.Conditions, kvv1.KubeVirtConditionAvailable)
-	f.previousMonitoring = findCondition(kv.Status.Conditions, ConditionMonitoringReady)
-	var result ctrl.Result
-	var reconcileErr error
+	s.orig = kv.DeepCopy()
+	steps := r.installSteps()
 	if kv.DeletionTimestamp != nil {
-		result, reconcileErr = r.reconcileDelete(ctx, kv, &f)
-	} else {
-		result, reconcileErr = r.reconcileInstall(ctx, kv, &f)
+		steps = r.deleteSteps()
 	}
-	if f.deleted {
-		// No KubeVirt resource configures emulation any more.
-		emulationEnabled.Set(0)
-		return result, reconcileErr
+	for _, st := range steps {
+		more, serr := st.run(ctx, s)
+		if serr != nil {
+			s.err, s.degraded = serr, st.degrades
+			ctrl.LoggerFrom(ctx).V(1).Info("Step failed", "step", st.name, "reason", serr.Error())
+			return
+		}
+		if !more {
+			return
+		}
 	}
-	if err := r.writeStatus(ctx, orig, kv, f); err != nil {
-		if apierrors.IsConflict(err) && reconcileErr == nil {
+	return
+}
+
+// finish reports the pass: the KubeVirtMonitoring status, then the
+// KubeVirt status (one patch), and for a finished uninstall the
+// finalizer.
+func (r *Reconciler) finish(ctx context.Context, s *scope) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	err := s.err
+	if serr := r.reportTuning(ctx, s.tuning); serr != nil {
+		log.Error(serr, "Failed to write the KubeVirtMonitoring status")
+		err = errors.Join(err, serr)
+	}
+	f := s.facts()
+	if werr := r.patchStatus(ctx, s, f); werr != nil {
+		if isConflict(werr) && err == nil {
 			// The resource changed since this pass read it (the cache is
 			// behind a write of ours, or the user edited it): routine, not
 			// an error. Run again on the current copy.
-			log.V(1).Info("The KubeVirt resource changed during the pass; running again", "reason", err.Error())
+			log.V(1).Info("The KubeVirt resource changed during the pass; running again", "reason", werr.Error())
 			return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
 		}
-		log.Error(err, "Failed to write status")
-		return ctrl.Result{}, errors.Join(reconcileErr, err)
+		log.Error(werr, "Failed to write status")
+		return ctrl.Result{}, errors.Join(err, werr)
 	}
-	r.memory.observe(reconcileErr == nil && f.settled())
-	return result, reconcileErr
+	switch {
+	case s.deleted:
+		if ferr := r.removeFinalizer(ctx, s.kv); ferr != nil {
+			return ctrl.Result{}, ferr
+		}
+		// No KubeVirt resource configures emulation any more.
+		emulationEnabled.Set(0)
+		log.Info("Removed the KubeVirt control plane")
+		return ctrl.Result{}, err
+	case s.notServed == "":
+		r.memory.observe(err == nil && f.Settled())
+	}
+	return ctrl.Result{RequeueAfter: s.requeueAfter}, err
 }
 
 // servedKey is the KubeVirt resource this operator serves: the oldest one
@@ -147,44 +245,12 @@ func (r *Reconciler) servedKey(ctx context.Context) (client.ObjectKey, error) {
 	return client.ObjectKeyFromObject(&live[0]), nil
 }
 
-func (r *Reconciler) markNotServed(ctx context.Context, kv *kvv1.KubeVirt, served client.ObjectKey) error {
-	msg := fmt.Sprintf("This operator serves only one KubeVirt resource, in namespace %s; it serves %s", r.Settings.Namespace, served)
+// notServed says why a resource other than the served one is left alone.
+func (r *Reconciler) notServed(served client.ObjectKey) string {
 	if served.Name == "" {
-		msg = fmt.Sprintf("A KubeVirt resource must live in the operator's namespace %s", r.Settings.Namespace)
+		return fmt.Sprintf("A KubeVirt resource must live in the operator's namespace %s", r.Settings.Namespace)
 	}
-	orig := kv.DeepCopy()
-	conds := map[kvv1.KubeVirtConditionType]cond{
-		kvv1.KubeVirtConditionSynchronized: {corev1.ConditionFalse, ReasonExistingDeployment, msg},
-	}
-	kv.Status.Conditions = mergeConditionsKeep(kv.Status.Conditions, conds, r.now())
-	if apiequality.Semantic.DeepEqual(orig.Status, kv.Status) {
-		return nil
-	}
-	return r.Client.Status().Patch(ctx, kv, client.MergeFrom(orig), client.FieldOwner(vocab.StatusFieldManager))
-}
-
-// mergeConditionsKeep sets only the given conditions, keeping all others.
-func mergeConditionsKeep(existing []kvv1.KubeVirtCondition, set map[kvv1.KubeVirtConditionType]cond, now metav1.Time) []kvv1.KubeVirtCondition {
-	var out []kvv1.KubeVirtCondition
-	done := map[kvv1.KubeVirtConditionType]bool{}
-	for _, c := range existing {
-		if n, ok := set[c.Type]; ok {
-			done[c.Type] = true
-			if c.Status != n.status || c.Reason != n.reason || c.Message != n.message {
-				if c.Status != n.status {
-					c.LastTransitionTime = now
-				}
-				c.Status, c.Reason, c.Message, c.LastProbeTime = n.status, n.reason, n.message, now
-			}
-		}
-		out = append(out, c)
-	}
-	for typ, n := range set {
-		if !done[typ] {
-			out = append(out, kvv1.KubeVirtCondition{Type: typ, Status: n.status, Reason: n.reason, Message: n.message, LastProbeTime: now, LastTransitionTime: now})
-		}
-	}
-	return out
+	return fmt.Sprintf("This operator serves only one KubeVirt resource, in namespace %s; it serves %s", r.Settings.Namespace, served)
 }
 
 func (r *Reconciler) now() metav1.Time {
@@ -194,192 +260,13 @@ func (r *Reconciler) now() metav1.Time {
 	return metav1.NewTime(r.Clock.Now())
 }
 
-// reconcileInstall resolves, plans and applies the strategy.
-func (r *Reconciler) reconcileInstall(ctx context.Context, kv *kvv1.KubeVirt, f *facts) (_ ctrl.Result, err error) {
-	log := ctrl.LoggerFrom(ctx)
-	kv.Status.OperatorVersion = r.OperatorVersion
-	cfg, err := config.FromKubeVirt(kv, r.Settings)
-	if err != nil {
-		f.invalid = err
-		log.Info("KubeVirt resource is invalid; leaving the control plane as it is", "reason", err.Error())
-		return ctrl.Result{}, nil
-	}
-	kv.Status.TargetKubeVirtVersion = cfg.Version
-	kv.Status.TargetKubeVirtRegistry = cfg.Registry
-	kv.Status.TargetDeploymentID = cfg.ID
-	kv.Status.TargetDeploymentConfig = cfg.JSON()
-	f.updating = kv.Status.ObservedDeploymentID != "" && kv.Status.ObservedDeploymentID != cfg.ID
-
-	st, res, err := r.resolveStrategy(ctx, kv, cfg, f)
-	if err != nil || st == nil {
-		return res, err
-	}
-	if !controllerutil.ContainsFinalizer(kv, vocab.KubeVirtFinalizer) {
-		if err := r.addFinalizer(ctx, kv); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	caps, err := r.Capabilities.Snapshot(ctx, cfg)
-	if err != nil {
-		f.applyErr = fmt.Errorf("reading the cluster's capabilities: %w", err)
-		return ctrl.Result{}, f.applyErr
-	}
-	p := plan.Build(st, cfg, caps)
-	// The honoured KubeVirtMonitoring rewrites the placed monitoring
-	// objects; its status is written however this pass ends.
-	tp, err := r.tunePlan(ctx, cfg, p)
-	if err != nil {
-		f.applyErr = err
-		return ctrl.Result{}, err
-	}
-	defer func() {
-		if serr := r.reportTuning(ctx, tp); serr != nil {
-			log.Error(serr, "Failed to write the KubeVirtMonitoring status")
-			err = errors.Join(err, serr)
-		}
-	}()
-	f.monitoring = p.Monitoring
-	f.withheld = withheld(p.Closed)
-	setMonitoringGate(p.Monitoring)
-	certReport, err := r.fillCertificates(ctx, kv, cfg, p)
-	if err != nil {
-		f.applyErr = err
-		return ctrl.Result{}, err
-	}
-	out, err := r.applyPlan(ctx, kv, p, f.updating)
-	tp.observe(out.monitoringReached, out.monitoringErr)
-	if err != nil {
-		f.applyErr = err
-		return ctrl.Result{}, err
-	}
-	f.created = out.created
-	f.ready = out.ready
-	f.waitingOn = out.waitingOn
-	f.monitoringErr = out.monitoringErr
-	out.requeueAfter = lowestNonZero(out.requeueAfter, monitoringRecheck(p.Monitoring))
-	if certReport != nil {
-		out.requeueAfter = lowestNonZero(out.requeueAfter, certReport.RequeueAfter(r.now().Time))
-	}
-	if !f.ready {
-		// Readiness arrives as watch events; the requeue is only a safety
-		// net for events missed while disconnected.
-		return ctrl.Result{RequeueAfter: time.Minute}, nil
-	}
-	if err := r.prune(ctx, kv, p); err != nil {
-		f.applyErr = err
-		return ctrl.Result{}, err
-	}
-	faultpoint.Hit("pruned")
-	if err := r.collectStrategies(ctx, kv.Namespace, cfg.ID, kv.Status.ObservedDeploymentID); err != nil {
-		log.Error(err, "Failed to delete old strategy ConfigMaps")
-	}
-	kv.Status.ObservedKubeVirtVersion = cfg.Version
-	kv.Status.ObservedKubeVirtRegistry = cfg.Registry
-	kv.Status.ObservedDeploymentID = cfg.ID
-	kv.Status.ObservedDeploymentConfig = cfg.JSON()
-	f.updating = false
-	return ctrl.Result{RequeueAfter: out.requeueAfter}, nil
-}
-
-func (r *Reconciler) addFinalizer(ctx context.Context, kv *kvv1.KubeVirt) error {
-	orig := kv.DeepCopy()
-	controllerutil.AddFinalizer(kv, vocab.KubeVirtFinalizer)
-	return r.Client.Patch(ctx, kv, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(vocab.StatusFieldManager))
-}
-
-// writeStatus computes conditions and phase and patches the status when it
-// changed.
-func (r *Reconciler) writeStatus(ctx context.Context, orig, kv *kvv1.KubeVirt, f facts) error {
-	conds := conditions(f)
-	kv.Status.Conditions = mergeConditions(kv.Status.Conditions, conds, r.now())
-	setConditionMetrics(kv.Status.Conditions)
-	kv.Status.Phase = phase(f, conds)
-	if (f.ready && f.applyErr == nil && f.strategyFailed == "") || f.invalid != nil {
-		kv.Status.ObservedGeneration = ptr.To(kv.Generation)
-	}
-	if apiequality.Semantic.DeepEqual(orig.Status, kv.Status) {
-		return nil
-	}
-	r.eventForChanges(orig, kv)
-	// The patch carries the resourceVersion the pass read (or its own
-	// finalizer write returned): a pass that read the resource from a
-	// cache that has not yet seen an earlier status write would otherwise
-	// send only its differences from that stale copy and leave the earlier
-	// write's conditions in place (two spec changes in quick succession).
-	// A conflict requeues the pass with fresh data.
-	base := orig.DeepCopy()
-	base.ResourceVersion = kv.ResourceVersion
-	patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
-	if err := r.Client.Status().Patch(ctx, kv, patch, client.FieldOwner(vocab.StatusFieldManager)); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return err
-	}
-	return nil
-}
-
-// eventForChanges emits one event per condition whose status changed.
-func (r *Reconciler) eventForChanges(orig, kv *kvv1.KubeVirt) {
-	if r.Recorder == nil {
-		return
-	}
-	for _, c := range kv.Status.Conditions {
-		before := conditionStatus(orig.Status.Conditions, c.Type)
-		if c.Type == ConditionMonitoringReady {
-			// Every change of the monitoring state is worth an event,
-			// including a new reason under the same status.
-			if prev := findCondition(orig.Status.Conditions, c.Type); prev == nil || prev.Status != c.Status || prev.Reason != c.Reason {
-				typ := corev1.EventTypeNormal
-				if c.Status != corev1.ConditionTrue && c.Reason != placement.ReasonNoMonitoringAPI {
-					typ = corev1.EventTypeWarning
-				}
-				r.Recorder.Eventf(kv, nil, typ, c.Reason, string(c.Type), "%s is %s: %s", c.Type, c.Status, c.Message)
-			}
-			continue
-		}
-		if before == c.Status {
-			continue
-		}
-		typ := corev1.EventTypeNormal
-		// Synchronized is False only when something stops the sync (an
-		// invalid spec, a failed apply, a blocked deletion): a warning.
-		if (c.Type == kvv1.KubeVirtConditionDegraded || c.Type == kvv1.KubeVirtConditionStalled) && c.Status == corev1.ConditionTrue ||
-			c.Type == kvv1.KubeVirtConditionAvailable && c.Status == corev1.ConditionFalse && before == corev1.ConditionTrue ||
-			c.Type == kvv1.KubeVirtConditionSynchronized && c.Status == corev1.ConditionFalse {
-			typ = corev1.EventTypeWarning
-		}
-		r.Recorder.Eventf(kv, nil, typ, c.Reason, string(c.Type), "%s is %s: %s", c.Type, c.Status, c.Message)
-	}
-}
-
-// logFor returns a logger for an object.
-func logFor(log logr.Logger, key strategy.Key) logr.Logger {
-	return log.WithValues("kind", key.Kind, "object", key.Namespace+"/"+key.Name)
-}
-
-func findCondition(conds []kvv1.KubeVirtCondition, typ kvv1.KubeVirtConditionType) *kvv1.KubeVirtCondition {
-	for i := range conds {
-		if conds[i].Type == typ {
-			c := conds[i]
-			return &c
-		}
-	}
-	return nil
-}
-
-// monitoringRecheck is how soon to look again at a placement that no watch
-// event would improve: namespace labels and ServiceAccounts are read
-// uncached, so a fix (a namespace labelled, upstream's default account
-// created) is noticed by this recheck.
-func monitoringRecheck(p *placement.Placement) time.Duration {
+// lowestNonZero returns the smaller positive duration.
+func lowestNonZero(a, b time.Duration) time.Duration {
 	switch {
-	case p == nil:
-		return 0
-	case p.Reason == placement.ReasonNoPrometheusFound || p.Reason == placement.ReasonNotSelected:
-		return 30 * time.Second
-	case p.Reason == placement.ReasonApplied && p.Prometheus == "":
-		return 5 * time.Minute
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
 	}
-	return 0
+	return min(a, b)
 }

@@ -37,10 +37,3 @@ func (m *memorySettler) observe(settled bool) {
 	}
 	free()
 }
-
-// settled says a pass ended with the control plane rolled out and nothing
-// left to do.
-func (f facts) settled() bool {
-	return f.created && f.ready && f.waitingOn == "" && f.applyErr == nil && f.invalid == nil &&
-		f.strategyPending == "" && !f.updating && !f.deleting
-}

@@ -23,22 +23,3 @@ func TestMemorySettlerReleasesOncePerSettling(t *testing.T) {
 		}
 	}
 }
-
-func TestFactsSettled(t *testing.T) {
-	done := facts{created: true, ready: true}
-	if !done.settled() {
-		t.Error("a rolled-out pass is not settled")
-	}
-	for name, f := range map[string]facts{
-		"not created": {ready: true},
-		"not ready":   {created: true},
-		"waiting":     {created: true, ready: true, waitingOn: "virt-handler"},
-		"updating":    {created: true, ready: true, updating: true},
-		"pending":     {created: true, ready: true, strategyPending: "job"},
-		"deleting":    {created: true, ready: true, deleting: true},
-	} {
-		if f.settled() {
-			t.Errorf("%s: settled", name)
-		}
-	}
-}

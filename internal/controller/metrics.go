@@ -8,19 +8,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/apply"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
+	"github.com/virtop-dev/virtop/internal/strategy/store"
 )
 
 var (
-	strategyGenerationSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "virtop_strategy_generation_seconds",
-		Help:    "Time to render an install strategy in process.",
-		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1},
-	})
-	appliedObjects = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "virtop_applied_objects_total",
-		Help: "Objects written by server-side apply, by kind and result (created or configured).",
-	}, []string{"kind", "result"})
 	// The upstream operator's metrics, so upstream alerts about the operator
 	// keep working.
 	operatorReady = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -49,13 +42,18 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(Collectors()...)
+	metrics.Registry.MustRegister(own()...)
 }
 
-// Collectors are the controller's metrics, for the test that holds the
+func own() []prometheus.Collector {
+	return []prometheus.Collector{operatorReady, operatorLeading, emulationEnabled, monitoringGate, kubevirtCondition, certificateExpiry, certificateRenewal}
+}
+
+// Collectors are the metrics the reconciler exports, with those of the
+// applier and the strategy store it drives, for the test that holds the
 // metric catalogue to what virtop exports.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{strategyGenerationSeconds, appliedObjects, operatorReady, operatorLeading, emulationEnabled, monitoringGate, kubevirtCondition, certificateExpiry, certificateRenewal}
+	return append(append(own(), apply.Collectors()...), store.Collectors()...)
 }
 
 var (

@@ -1,252 +1,143 @@
 package controller
 
 import (
+	"context"
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/controller/kvstatus"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
-// Reasons virtop sets on the KubeVirt conditions. docs/api.md records them.
-const (
-	ReasonAllComponentsReady   = "AllComponentsReady"
-	ReasonAllResourcesCreated  = "AllResourcesCreated"
-	ReasonDeploymentInProgress = "DeploymentInProgress"
-	ReasonUpdateInProgress     = "UpdateInProgress"
-	ReasonDeploymentFailed     = "DeploymentFailed"
-	ReasonInvalidConfiguration = "InvalidConfiguration"
-	ReasonStrategyPending      = "StrategyPending"
-	ReasonStrategyJobFailed    = "StrategyJobFailed"
-	ReasonExistingDeployment   = "ExistingDeployment"
-	ReasonDeletionInProgress   = "DeletionInProgress"
-	ReasonDeletionBlocked      = "DeletionBlocked"
-	ReasonDeletionFailed       = "DeletionFailed"
-	ReasonNoErrors             = "NoErrors"
-	ReasonSynchronized         = "Synchronized"
-	// MonitoringReady's reasons: placement.ReasonNoMonitoringAPI,
-	// ReasonNoPrometheusFound, ReasonNotSelected, ReasonApplied, and
-	// ReasonMonitoringApplyFailed.
-	ReasonMonitoringApplyFailed = "ApplyFailed"
-)
-
-// ConditionMonitoringReady says whether KubeVirt's monitoring objects are
-// applied where a Prometheus selects them; its reasons distinguish no
-// monitoring API, no Prometheus found, not selected (the message names
-// the label or namespace label that would fix it) and applied. It never
-// affects Available.
-const ConditionMonitoringReady kvv1.KubeVirtConditionType = "MonitoringReady"
-
-// facts are what one reconcile pass observed; conditions and phase are
-// computed from them alone.
-type facts struct {
-	// invalid is a problem with the resource only the user can fix.
-	invalid error
-	// strategyPending says the strategy is being produced (the Job runs).
-	strategyPending string
-	// strategyFailed says the strategy Job failed (it is retried).
-	strategyFailed string
-	// applyErr is a transient failure while applying.
-	applyErr error
-	// created is true once every planned object exists.
-	created bool
-	// ready is true once every component is rolled out and ready.
-	ready bool
-	// waitingOn says what the rollout waits for.
-	waitingOn string
-	// updating is true when an earlier deployment is being replaced.
-	updating bool
-	// previouslyAvailable is the Available status before this pass.
-	previouslyAvailable corev1.ConditionStatus
-	// deleting, deletionBlocked, deletionErr, deleted describe uninstall.
-	deleting        bool
-	deletionBlocked string
-	deletionErr     error
-	deleted         bool
-	// monitoring is the monitoring placement of this pass (nil when no
-	// plan was built); monitoringErr a failure to apply its objects.
-	monitoring    *placement.Placement
-	monitoringErr error
-	// previousMonitoring is the MonitoringReady condition before this
-	// pass, kept when no plan was built.
-	previousMonitoring *kvv1.KubeVirtCondition
-	// withheld names the objects left out because their gates are closed
-	// (monitoring aside), and why.
-	withheld string
+// facts sums up what the steps of the pass found.
+func (s *scope) facts() kvstatus.Facts {
+	kv := s.kv
+	f := kvstatus.Facts{
+		Invalid:             s.invalid,
+		StrategyPending:     s.strategy.Pending,
+		StrategyFailed:      s.strategy.Failed,
+		Created:             s.applied.Created,
+		Ready:               s.applied.Ready,
+		WaitingOn:           s.applied.WaitingOn,
+		MonitoringErr:       s.applied.MonitoringErr,
+		Updating:            s.updating(),
+		PreviouslyAvailable: kvstatus.StatusOf(s.orig.Status.Conditions, kvv1.KubeVirtConditionAvailable),
+		PreviousMonitoring:  kvstatus.Find(s.orig.Status.Conditions, kvv1.KubeVirtConditionMonitoringReady),
+		Deleting:            kv.DeletionTimestamp != nil,
+		DeletionBlocked:     s.blocked,
+		Deleted:             s.deleted,
+	}
+	if f.Invalid == nil {
+		f.Invalid = s.strategy.Invalid
+	}
+	if s.plan != nil {
+		f.Monitoring = s.plan.Monitoring
+		f.Withheld = s.plan.Withheld()
+	}
+	switch {
+	case s.degraded && f.Deleting:
+		f.DeletionErr = s.err
+	case s.degraded:
+		f.ApplyErr = s.err
+	}
+	return f
 }
 
-type cond struct {
-	status  corev1.ConditionStatus
-	reason  string
-	message string
+// patchStatus computes the conditions (only Synchronized for a resource
+// not served), the phase and the observed generation (kvstatus), and
+// patches the status subresource when it changed, emitting an event per
+// changed condition.
+func (r *Reconciler) patchStatus(ctx context.Context, s *scope, f kvstatus.Facts) error {
+	kv, orig := s.kv, s.orig
+	if s.notServed != "" {
+		notServed := map[kvv1.KubeVirtConditionType]kvstatus.Cond{
+			kvv1.KubeVirtConditionSynchronized: {Status: corev1.ConditionFalse, Reason: kvv1.ReasonExistingDeployment, Message: s.notServed},
+		}
+		kv.Status.Conditions = kvstatus.MergeOwned(kv.Status.Conditions, notServed, []kvv1.KubeVirtConditionType{kvv1.KubeVirtConditionSynchronized}, r.now())
+	} else {
+		conds := kvstatus.Conditions(f)
+		kv.Status.Conditions = kvstatus.Merge(kv.Status.Conditions, conds, r.now())
+		setConditionMetrics(kv.Status.Conditions)
+		kv.Status.Phase = kvstatus.Phase(f, conds)
+		if f.ObservesGeneration() {
+			kv.Status.ObservedGeneration = ptr.To(kv.Generation)
+		}
+	}
+	if apiequality.Semantic.DeepEqual(orig.Status, kv.Status) {
+		return nil
+	}
+	r.eventForChanges(orig, kv)
+	// The patch carries the resourceVersion the pass read (or its own
+	// finalizer write returned): a pass that read the resource from a
+	// cache that has not yet seen an earlier status write would otherwise
+	// send only its differences from that stale copy and leave the earlier
+	// write's conditions in place (two spec changes in quick succession).
+	// A conflict requeues the pass with fresh data.
+	base := orig.DeepCopy()
+	base.ResourceVersion = kv.ResourceVersion
+	patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
+	if err := r.Client.Status().Patch(ctx, kv, patch, client.FieldOwner(vocab.StatusFieldManager)); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
 }
 
-// conditions computes the KubeVirt conditions from the facts.
-func conditions(f facts) map[kvv1.KubeVirtConditionType]cond {
-	t, fl := corev1.ConditionTrue, corev1.ConditionFalse
-	out := map[kvv1.KubeVirtConditionType]cond{}
-	set := func(typ kvv1.KubeVirtConditionType, s corev1.ConditionStatus, reason, msg string) {
-		out[typ] = cond{s, reason, msg}
+func isConflict(err error) bool { return apierrors.IsConflict(err) }
+
+// eventForChanges emits one event per condition whose status changed.
+func (r *Reconciler) eventForChanges(orig, kv *kvv1.KubeVirt) {
+	if r.Recorder == nil {
+		return
 	}
-	if f.deleting {
-		set(kvv1.KubeVirtConditionAvailable, fl, ReasonDeletionInProgress, "The KubeVirt control plane is being removed")
-		set(kvv1.KubeVirtConditionProgressing, fl, ReasonDeletionInProgress, "The KubeVirt control plane is being removed")
-		switch {
-		case f.deletionBlocked != "":
-			set(kvv1.KubeVirtConditionDegraded, fl, ReasonDeletionBlocked, f.deletionBlocked)
-			set(kvv1.KubeVirtConditionSynchronized, fl, ReasonDeletionBlocked, f.deletionBlocked)
-		case f.deletionErr != nil:
-			set(kvv1.KubeVirtConditionDegraded, t, ReasonDeletionFailed, f.deletionErr.Error())
-			set(kvv1.KubeVirtConditionSynchronized, fl, ReasonDeletionFailed, f.deletionErr.Error())
-		default:
-			set(kvv1.KubeVirtConditionDegraded, fl, ReasonDeletionInProgress, "Removing")
-		}
-		return out
-	}
-	if c, ok := monitoringCondition(f); ok {
-		out[ConditionMonitoringReady] = c
-	}
-	if f.invalid != nil {
-		// Nothing is changed in the cluster; what runs keeps running.
-		avail := f.previouslyAvailable
-		if avail == "" {
-			avail = fl
-		}
-		set(kvv1.KubeVirtConditionAvailable, avail, ReasonInvalidConfiguration, "The control plane was left as it is: "+f.invalid.Error())
-		set(kvv1.KubeVirtConditionProgressing, fl, ReasonInvalidConfiguration, f.invalid.Error())
-		set(kvv1.KubeVirtConditionDegraded, fl, ReasonInvalidConfiguration, f.invalid.Error())
-		set(kvv1.KubeVirtConditionSynchronized, fl, ReasonInvalidConfiguration, f.invalid.Error())
-		set(kvv1.KubeVirtConditionStalled, t, ReasonInvalidConfiguration, f.invalid.Error())
-		return out
-	}
-	set(kvv1.KubeVirtConditionStalled, fl, ReasonNoErrors, "No error needs the user")
-	progressReason, progressMsg := ReasonDeploymentInProgress, "Deploying the KubeVirt control plane"
-	if f.updating {
-		progressReason, progressMsg = ReasonUpdateInProgress, "Updating the KubeVirt control plane"
-	}
-	switch {
-	case f.strategyPending != "":
-		progressReason, progressMsg = ReasonStrategyPending, f.strategyPending
-	case f.waitingOn != "":
-		progressMsg += ": waiting for " + f.waitingOn
-	}
-	switch {
-	case f.ready:
-		set(kvv1.KubeVirtConditionAvailable, t, ReasonAllComponentsReady, "All components are ready")
-		set(kvv1.KubeVirtConditionProgressing, fl, ReasonAllComponentsReady, "All components are ready")
-	case f.updating:
-		// The previous components keep serving while the new ones roll out.
-		set(kvv1.KubeVirtConditionAvailable, t, ReasonUpdateInProgress, "The previous version keeps serving during the update")
-		set(kvv1.KubeVirtConditionProgressing, t, progressReason, progressMsg)
-	default:
-		set(kvv1.KubeVirtConditionAvailable, fl, progressReason, progressMsg)
-		set(kvv1.KubeVirtConditionProgressing, t, progressReason, progressMsg)
-	}
-	switch {
-	case f.strategyFailed != "":
-		set(kvv1.KubeVirtConditionDegraded, t, ReasonStrategyJobFailed, f.strategyFailed)
-		set(kvv1.KubeVirtConditionSynchronized, fl, ReasonStrategyJobFailed, f.strategyFailed)
-	case f.applyErr != nil:
-		set(kvv1.KubeVirtConditionDegraded, t, ReasonDeploymentFailed, f.applyErr.Error())
-		set(kvv1.KubeVirtConditionSynchronized, fl, ReasonDeploymentFailed, f.applyErr.Error())
-	default:
-		set(kvv1.KubeVirtConditionDegraded, fl, ReasonNoErrors, "No component is degraded")
-		if f.created {
-			msg := "Every object of the install strategy is applied"
-			if f.withheld != "" {
-				msg = "Every object of the install strategy whose gate is open is applied; withheld: " + f.withheld
+	for _, c := range kv.Status.Conditions {
+		before := kvstatus.StatusOf(orig.Status.Conditions, c.Type)
+		if c.Type == kvv1.KubeVirtConditionMonitoringReady {
+			// Every change of the monitoring state is worth an event,
+			// including a new reason under the same status.
+			if prev := kvstatus.Find(orig.Status.Conditions, c.Type); prev == nil || prev.Status != c.Status || prev.Reason != c.Reason {
+				typ := corev1.EventTypeNormal
+				if c.Status != corev1.ConditionTrue && c.Reason != placement.ReasonNoMonitoringAPI {
+					typ = corev1.EventTypeWarning
+				}
+				r.Recorder.Eventf(kv, nil, typ, c.Reason, string(c.Type), "%s is %s: %s", c.Type, c.Status, c.Message)
 			}
-			set(kvv1.KubeVirtConditionSynchronized, t, ReasonSynchronized, msg)
-		}
-	}
-	if f.created {
-		set(kvv1.KubeVirtConditionCreated, t, ReasonAllResourcesCreated, "All resources were created")
-	}
-	// kstatus (Flux, Argo CD) reads Reconciling=True as "in progress"; on a
-	// first install there is no observedGeneration yet to tell it so.
-	p := out[kvv1.KubeVirtConditionProgressing]
-	set(kvv1.KubeVirtConditionReconciling, p.status, p.reason, p.message)
-	return out
-}
-
-// monitoringCondition computes MonitoringReady: from the placement when a
-// plan was built, else as it was.
-func monitoringCondition(f facts) (cond, bool) {
-	switch {
-	case f.monitoring == nil && f.previousMonitoring != nil:
-		p := f.previousMonitoring
-		return cond{p.Status, p.Reason, p.Message}, true
-	case f.monitoring == nil:
-		return cond{}, false
-	case f.monitoringErr != nil:
-		return cond{corev1.ConditionFalse, ReasonMonitoringApplyFailed, "Applying the monitoring objects failed (retried): " + f.monitoringErr.Error()}, true
-	case f.monitoring.Reason == placement.ReasonApplied:
-		return cond{corev1.ConditionTrue, f.monitoring.Reason, f.monitoring.Message}, true
-	}
-	return cond{corev1.ConditionFalse, f.monitoring.Reason, f.monitoring.Message}, true
-}
-
-// phase derives the phase from the facts and conditions.
-func phase(f facts, conds map[kvv1.KubeVirtConditionType]cond) kvv1.KubeVirtPhase {
-	switch {
-	case f.deleted:
-		return kvv1.KubeVirtPhaseDeleted
-	case f.deleting:
-		return kvv1.KubeVirtPhaseDeleting
-	case conds[kvv1.KubeVirtConditionAvailable].status == corev1.ConditionTrue:
-		return kvv1.KubeVirtPhaseDeployed
-	}
-	return kvv1.KubeVirtPhaseDeploying
-}
-
-// mergeConditions writes the computed conditions into the status, keeping
-// the timestamps of conditions whose status, reason and message did not
-// change, so an unchanged pass produces an identical status. Conditions
-// virtop does not compute this pass are left as they are, except those it
-// owns, which are removed when not computed.
-func mergeConditions(existing []kvv1.KubeVirtCondition, computed map[kvv1.KubeVirtConditionType]cond, now metav1.Time) []kvv1.KubeVirtCondition {
-	owned := []kvv1.KubeVirtConditionType{
-		kvv1.KubeVirtConditionAvailable, kvv1.KubeVirtConditionProgressing, kvv1.KubeVirtConditionDegraded,
-		kvv1.KubeVirtConditionCreated, kvv1.KubeVirtConditionSynchronized, kvv1.KubeVirtConditionStalled,
-		kvv1.KubeVirtConditionReconciling,
-		ConditionMonitoringReady,
-	}
-	isOwned := map[kvv1.KubeVirtConditionType]bool{}
-	for _, o := range owned {
-		isOwned[o] = true
-	}
-	old := map[kvv1.KubeVirtConditionType]kvv1.KubeVirtCondition{}
-	var out []kvv1.KubeVirtCondition
-	for _, c := range existing {
-		old[c.Type] = c
-		if !isOwned[c.Type] {
-			out = append(out, c)
-		}
-	}
-	for _, typ := range owned {
-		c, ok := computed[typ]
-		if !ok {
 			continue
 		}
-		prev, had := old[typ]
-		if had && prev.Status == c.status && prev.Reason == c.reason && prev.Message == c.message {
-			out = append(out, prev)
+		if before == c.Status {
 			continue
 		}
-		nc := kvv1.KubeVirtCondition{Type: typ, Status: c.status, Reason: c.reason, Message: c.message, LastProbeTime: now, LastTransitionTime: now}
-		if had && prev.Status == c.status {
-			nc.LastTransitionTime = prev.LastTransitionTime
+		typ := corev1.EventTypeNormal
+		// Synchronized is False only when something stops the sync (an
+		// invalid spec, a failed apply, a blocked deletion, a resource not
+		// served): a warning.
+		if (c.Type == kvv1.KubeVirtConditionDegraded || c.Type == kvv1.KubeVirtConditionStalled) && c.Status == corev1.ConditionTrue ||
+			c.Type == kvv1.KubeVirtConditionAvailable && c.Status == corev1.ConditionFalse && before == corev1.ConditionTrue ||
+			c.Type == kvv1.KubeVirtConditionSynchronized && c.Status == corev1.ConditionFalse {
+			typ = corev1.EventTypeWarning
 		}
-		out = append(out, nc)
+		r.Recorder.Eventf(kv, nil, typ, c.Reason, string(c.Type), "%s is %s: %s", c.Type, c.Status, c.Message)
 	}
-	return out
 }
 
-func conditionStatus(conds []kvv1.KubeVirtCondition, typ kvv1.KubeVirtConditionType) corev1.ConditionStatus {
-	for _, c := range conds {
-		if c.Type == typ {
-			return c.Status
-		}
+// monitoringRecheck is how soon to look again at a placement that no watch
+// event would improve: namespace labels and ServiceAccounts are read
+// uncached, so a fix (a namespace labelled, upstream's default account
+// created) is noticed by this recheck.
+func monitoringRecheck(p *placement.Placement) time.Duration {
+	switch {
+	case p == nil:
+		return 0
+	case p.Reason == placement.ReasonNoPrometheusFound || p.Reason == placement.ReasonNotSelected:
+		return 30 * time.Second
+	case p.Reason == placement.ReasonApplied && p.Prometheus == "":
+		return 5 * time.Minute
 	}
-	return ""
+	return 0
 }

@@ -2,168 +2,90 @@ package controller
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/ownership"
-	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/uninstall"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
-// ExistingWorkloads counts the protected objects present, by kind, reading
-// at most one of each. Kinds whose API is not served count none.
-func ExistingWorkloads(ctx context.Context, r client.Reader, mapper meta.RESTMapper) (map[string]int, error) {
-	found := map[string]int{}
-	for _, gvr := range ownership.Protected {
-		gvk, err := mapper.KindFor(gvr)
-		if err != nil {
-			if meta.IsNoMatchError(err) {
-				continue
-			}
-			return nil, err
-		}
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := r.List(ctx, list, client.Limit(1)); err != nil {
-			if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
-				continue
-			}
-			return nil, err
-		}
-		if n := len(list.Items); n > 0 {
-			found[gvk.Kind] = n
-		}
-	}
-	return found, nil
+// hasFinalizer ends an uninstall that is not virtop's to do.
+func hasFinalizer(_ context.Context, s *scope) (bool, error) {
+	return controllerutil.ContainsFinalizer(s.kv, vocab.KubeVirtFinalizer), nil
 }
 
-// reconcileDelete removes the control plane: webhooks and APIServices
-// first (a webhook without a backend must never block deletion), then
-// everything else, CRDs last and only when they hold no user objects or the
-// user chose RemoveWorkloads; finally the strategy ConfigMaps and the
-// finalizer.
-func (r *Reconciler) reconcileDelete(ctx context.Context, kv *kvv1.KubeVirt, f *facts) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
-	f.deleting = true
-	if !controllerutil.ContainsFinalizer(kv, vocab.KubeVirtFinalizer) {
-		return ctrl.Result{}, nil
+func removesWorkloads(kv *kvv1.KubeVirt) bool {
+	return kv.Spec.UninstallStrategy == kvv1.KubeVirtUninstallStrategyRemoveWorkloads
+}
+
+// checkWorkloads holds the uninstall while protected workloads exist,
+// unless the user chose RemoveWorkloads.
+func (r *Reconciler) checkWorkloads(ctx context.Context, s *scope) (bool, error) {
+	if removesWorkloads(s.kv) {
+		return true, nil
 	}
-	removeWorkloads := kv.Spec.UninstallStrategy == kvv1.KubeVirtUninstallStrategyRemoveWorkloads
-	if !removeWorkloads {
-		found, err := ExistingWorkloads(ctx, r.APIReader, r.Client.RESTMapper())
-		if err != nil {
-			f.deletionErr = err
-			return ctrl.Result{}, err
-		}
-		if len(found) > 0 {
-			f.deletionBlocked = fmt.Sprintf("Uninstall is blocked while workloads exist (%s) under uninstallStrategy %s; delete them, or set spec.uninstallStrategy to RemoveWorkloads",
-				strings.Join(slices.Sorted(maps.Keys(found)), ", "), config.DefaultUninstallStrategy)
-			// Workload kinds are not watched; look again shortly.
-			return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
-		}
+	found, err := uninstall.ExistingWorkloads(ctx, r.APIReader, r.Client.RESTMapper())
+	if err != nil {
+		return false, err
 	}
+	if len(found) == 0 {
+		return true, nil
+	}
+	s.blocked = uninstall.Blocked(found)
+	// Workload kinds are not watched; look again shortly.
+	s.requeueAfter = 10 * time.Second
+	return false, nil
+}
+
+// remove deletes what virtop created, in removal order, keeping CRDs that
+// still hold user objects unless the user chose RemoveWorkloads; the pass
+// waits until nothing remains.
+func (r *Reconciler) remove(ctx context.Context, s *scope) (bool, error) {
 	kinds, err := ownership.Get()
 	if err != nil {
-		f.deletionErr = err
-		return ctrl.Result{}, err
+		return false, err
 	}
-	remaining := 0
-	var errs []error
-	for _, gvk := range kinds.Managed {
-		objs, err := r.listManaged(ctx, gvk, kv.Namespace)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+	keep := func(ctx context.Context, o *unstructured.Unstructured) (bool, error) {
+		if o.GetKind() != "CustomResourceDefinition" || removesWorkloads(s.kv) {
+			return false, nil
 		}
-		for i := range objs {
-			o := &objs[i]
-			if gvk.Kind == "CustomResourceDefinition" && !removeWorkloads {
-				empty, err := r.crdEmpty(ctx, o)
-				if err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				if !empty {
-					log.Info("Keeping CRD that still holds user objects", "crd", o.GetName())
-					continue
-				}
-			}
-			remaining++
-			if o.GetDeletionTimestamp() != nil {
-				continue
-			}
-			if err := r.Client.Delete(ctx, o, client.PropagationPolicy("Background")); client.IgnoreNotFound(err) != nil {
-				errs = append(errs, fmt.Errorf("delete %s %s: %w", gvk.Kind, o.GetName(), err))
-			}
-			r.Applier.Forget(strategy.Key{Group: gvk.Group, Kind: gvk.Kind, Namespace: o.GetNamespace(), Name: o.GetName()})
+		empty, err := uninstall.CRDEmpty(ctx, r.APIReader, o)
+		if err == nil && !empty {
+			ctrl.LoggerFrom(ctx).Info("Keeping CRD that still holds user objects", "crd", o.GetName())
 		}
-		// Webhooks and APIServices go first: wait for them before the rest.
-		if remaining > 0 && (gvk.Kind == "MutatingWebhookConfiguration" || gvk.Kind == "APIService") {
-			break
-		}
+		return !empty, err
 	}
-	if err := errors.Join(errs...); err != nil {
-		f.deletionErr = err
-		return ctrl.Result{}, err
+	remaining, err := r.Applier.Remove(ctx, kinds.Managed, s.kv.Namespace, keep)
+	if err != nil {
+		return false, err
 	}
 	if remaining > 0 {
-		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
-	}
-	if err := r.collectStrategies(ctx, kv.Namespace, "", ""); err != nil {
-		f.deletionErr = err
-		return ctrl.Result{}, err
-	}
-	// Say Deleted, then let the resource go.
-	orig := kv.DeepCopy()
-	f.deleted = true
-	kv.Status.Phase = kvv1.KubeVirtPhaseDeleted
-	kv.Status.Conditions = mergeConditions(kv.Status.Conditions, conditions(*f), r.now())
-	if err := r.Client.Status().Patch(ctx, kv, client.MergeFrom(orig), client.FieldOwner(vocab.StatusFieldManager)); client.IgnoreNotFound(err) != nil {
-		return ctrl.Result{}, err
-	}
-	orig = kv.DeepCopy()
-	controllerutil.RemoveFinalizer(kv, vocab.KubeVirtFinalizer)
-	if err := r.Client.Patch(ctx, kv, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(vocab.StatusFieldManager)); client.IgnoreNotFound(err) != nil {
-		return ctrl.Result{}, err
-	}
-	log.Info("Removed the KubeVirt control plane")
-	return ctrl.Result{}, nil
-}
-
-// crdEmpty reports whether a CRD holds no objects of its kind.
-func (r *Reconciler) crdEmpty(ctx context.Context, crd *unstructured.Unstructured) (bool, error) {
-	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
-	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
-	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-	for _, v := range versions {
-		vm, _ := v.(map[string]interface{})
-		if served, _ := vm["served"].(bool); !served {
-			continue
-		}
-		name, _ := vm["name"].(string)
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: name, Kind: kind + "List"})
-		if err := r.APIReader.List(ctx, list, client.Limit(1)); err != nil {
-			if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
-				return true, nil
-			}
-			return false, err
-		}
-		return len(list.Items) == 0, nil
+		s.requeueAfter = 5 * time.Second
+		return false, nil
 	}
 	return true, nil
+}
+
+// removeStrategies deletes every strategy ConfigMap: the uninstall is done.
+func (r *Reconciler) removeStrategies(ctx context.Context, s *scope) (bool, error) {
+	if err := r.Strategies.Collect(ctx, s.kv.Namespace, "", ""); err != nil {
+		return false, err
+	}
+	s.deleted = true
+	return true, nil
+}
+
+// removeFinalizer lets the deleted resource go, once its status says
+// Deleted.
+func (r *Reconciler) removeFinalizer(ctx context.Context, kv *kvv1.KubeVirt) error {
+	orig := kv.DeepCopy()
+	controllerutil.RemoveFinalizer(kv, vocab.KubeVirtFinalizer)
+	err := r.Client.Patch(ctx, kv, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(vocab.StatusFieldManager))
+	return client.IgnoreNotFound(err)
 }

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/controller/kvstatus"
 	"github.com/virtop-dev/virtop/internal/scheme"
 )
 
@@ -34,13 +35,13 @@ func TestWriteStatusFromStaleCopyConflicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	invalid := stale.DeepCopy()
-	if err := r.writeStatus(ctx, stale.DeepCopy(), invalid, facts{invalid: errors.New("spec.customizeComponents.patches[3]: bad")}); err != nil {
+	if err := r.patchStatus(ctx, &scope{orig: stale.DeepCopy(), kv: invalid}, kvstatus.Facts{Invalid: errors.New("spec.customizeComponents.patches[3]: bad")}); err != nil {
 		t.Fatal(err)
 	}
 
 	// The restored pass computes from the stale copy.
 	restored := stale.DeepCopy()
-	err := r.writeStatus(ctx, stale.DeepCopy(), restored, facts{created: true, ready: true})
+	err := r.patchStatus(ctx, &scope{orig: stale.DeepCopy(), kv: restored}, kvstatus.Facts{Created: true, Ready: true})
 	if !apierrors.IsConflict(err) {
 		t.Fatalf("a status write computed from a stale copy returned %v, want a conflict", err)
 	}
@@ -50,14 +51,14 @@ func TestWriteStatusFromStaleCopyConflicts(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKeyFromObject(kv), fresh); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.writeStatus(ctx, fresh.DeepCopy(), fresh, facts{created: true, ready: true}); err != nil {
+	if err := r.patchStatus(ctx, &scope{orig: fresh.DeepCopy(), kv: fresh}, kvstatus.Facts{Created: true, Ready: true}); err != nil {
 		t.Fatal(err)
 	}
 	got := &kvv1.KubeVirt{}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(kv), got); err != nil {
 		t.Fatal(err)
 	}
-	if st := findCondition(got.Status.Conditions, kvv1.KubeVirtConditionStalled); st == nil || st.Status != corev1.ConditionFalse {
+	if st := kvstatus.Find(got.Status.Conditions, kvv1.KubeVirtConditionStalled); st == nil || st.Status != corev1.ConditionFalse {
 		t.Errorf("Stalled after the fresh pass: %+v", st)
 	}
 	if !ptr.Equal(got.Status.ObservedGeneration, ptr.To[int64](2)) {

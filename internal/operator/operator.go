@@ -49,6 +49,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/strategy/store"
 	"github.com/virtop-dev/virtop/internal/strategyjob"
 	"github.com/virtop-dev/virtop/internal/version"
 	"github.com/virtop-dev/virtop/internal/vocab"
@@ -190,6 +191,12 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		return nil, err
 	}
 	guarded := newVanishingGuard(mgr.GetClient(), mgr.GetClient(), mgr.GetAPIReader(), kinds.Vanishing)
+	applier := apply.New(guarded)
+	recorder := mgr.GetEventRecorder("virtop")
+	strategies := &store.Store{Client: guarded, Applier: applier, Catalog: cat, Recorder: recorder}
+	if opts.StrategyImage != "" {
+		strategies.Jobs = strategyjob.New(mgr.GetClient(), mgr.GetAPIReader(), opts.StrategyImage)
+	}
 	r := &controller.Reconciler{
 		Client:    guarded,
 		APIReader: mgr.GetAPIReader(),
@@ -199,8 +206,9 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 			RunbookURLTemplate: opts.RunbookURLTemplate,
 			PassthroughEnv:     config.PassthroughEnvFrom(os.Environ()),
 		},
-		Catalog: cat,
-		Applier: apply.New(guarded),
+		Catalog:    cat,
+		Strategies: strategies,
+		Applier:    applier,
 		Capabilities: &capability.Reader{
 			Cache:     mgr.GetClient(),
 			APIReader: mgr.GetAPIReader(),
@@ -208,12 +216,9 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 			Clock:     clock.RealClock{},
 			Watches:   watches,
 		},
-		Recorder:        mgr.GetEventRecorder("virtop"),
+		Recorder:        recorder,
 		OperatorVersion: version.Version,
 		Clock:           clock.RealClock{},
-	}
-	if opts.StrategyImage != "" {
-		r.StrategyJobs = strategyjob.New(mgr.GetClient(), mgr.GetAPIReader(), opts.StrategyImage)
 	}
 	if whOpts.enabled {
 		if whOpts.secret != nil {

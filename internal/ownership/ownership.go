@@ -4,8 +4,8 @@
 // capability snapshot looks at. The sets are derived from what the catalog's
 // strategies render and the plan adds, once per process, so a renderer that
 // starts to emit a new kind is pruned, watched and removed without anyone
-// editing a list. The kinds that hold user data (Protected) are the one
-// fixed list: virtop never renders them.
+// editing a list. The kinds that hold user data are not here: virtop never
+// renders them (internal/uninstall lists them).
 package ownership
 
 import (
@@ -78,20 +78,6 @@ var (
 	ownWatchGroups = []string{"monitoring.coreos.com"}
 )
 
-// Protected hold user data: uninstall never deletes them, nor a CRD still
-// holding them, unless the user chose RemoveWorkloads.
-var Protected = []schema.GroupVersionResource{
-	{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachines"},
-	{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachineinstances"},
-	{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachineinstancereplicasets"},
-	{Group: "pool.kubevirt.io", Version: "v1alpha1", Resource: "virtualmachinepools"},
-	{Group: "snapshot.kubevirt.io", Version: "v1beta1", Resource: "virtualmachinesnapshots"},
-	{Group: "snapshot.kubevirt.io", Version: "v1beta1", Resource: "virtualmachinesnapshotcontents"},
-	{Group: "snapshot.kubevirt.io", Version: "v1beta1", Resource: "virtualmachinerestores"},
-	{Group: "export.kubevirt.io", Version: "v1beta1", Resource: "virtualmachineexports"},
-	{Group: "clone.kubevirt.io", Version: "v1beta1", Resource: "virtualmachineclones"},
-}
-
 var derived = sync.OnceValues(func() (*Kinds, error) { return Derive(catalog.Builtin()) })
 
 // Get returns the kind sets of the builtin catalog, derived on the first
@@ -162,8 +148,8 @@ func Derive(cat catalog.Catalog) (*Kinds, error) {
 		return 1
 	}
 	slices.SortFunc(k.Managed, func(a, b schema.GroupVersionKind) int {
-		ra, _ := strategy.KindRank(a.Kind)
-		rb, _ := strategy.KindRank(b.Kind)
+		ra, _ := stage.KindRank(a.Kind)
+		rb, _ := stage.KindRank(b.Kind)
 		return cmp.Or(cmp.Compare(removal(a), removal(b)), cmp.Compare(rb, ra), compareGVK(a, b))
 	})
 	slices.SortFunc(k.Watched, compareGVK)
@@ -209,7 +195,11 @@ func render(version string) ([]client.Object, error) {
 			}
 		}
 	}
-	return plan.Build(s, cfg, caps).Objects, nil
+	p, err := plan.Build(s, cfg, caps, plan.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("ownership: plan %s: %w", version, err)
+	}
+	return p.Objects, nil
 }
 
 // BuiltinGroup reports whether an API group is one of Kubernetes' own,

@@ -78,7 +78,11 @@ func planned(t *testing.T, version string, v variant) []client.Object {
 			}
 		}
 	}
-	return plan.Build(s, cfg, caps).Objects
+	p, err := plan.Build(s, cfg, caps, plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Objects
 }
 
 func kinds(t *testing.T) *ownership.Kinds {
@@ -121,8 +125,8 @@ func TestEveryPlannedKindIsOwned(t *testing.T) {
 				if !slices.Contains(k.Managed, gvk) {
 					missing[fmt.Sprintf("%s is not in Managed (never pruned nor removed)", gvk)] = true
 				}
-				if _, ok := strategy.KindRank(gvk.Kind); !ok {
-					missing[fmt.Sprintf("%s has no apply rank (strategy.KindRank)", gvk.Kind)] = true
+				if _, ok := stage.KindRank(gvk.Kind); !ok {
+					missing[fmt.Sprintf("%s has no apply rank (stage.KindRank)", gvk.Kind)] = true
 				}
 				reads := 0
 				for _, in := range []bool{slices.Contains(k.Watched, gvk), slices.Contains(k.Uncached, gvk), vanishing[gvk]} {
@@ -196,31 +200,6 @@ func TestVanishingCRDsAreReal(t *testing.T) {
 		gk, ok := known[v.CRD]
 		if !ok || gk.Group != v.GVK.Group || gk.Kind != "" && gk.Kind != v.GVK.Kind {
 			t.Errorf("%s: CRD %s is neither rendered for it nor behind an API gate", v.GVK, v.CRD)
-		}
-	}
-}
-
-// TestProtectedKindsAreServed: every protected resource is served, at the
-// version named, by a CRD every release renders; a renamed resource or a
-// dropped version would leave user data unprotected.
-func TestProtectedKindsAreServed(t *testing.T) {
-	for _, version := range catalog.Builtin().Versions() {
-		served := map[schema.GroupVersionResource]bool{}
-		for _, o := range planned(t, version, variants[0]) {
-			crd, ok := o.(*apiextv1.CustomResourceDefinition)
-			if !ok {
-				continue
-			}
-			for _, v := range crd.Spec.Versions {
-				if v.Served {
-					served[schema.GroupVersionResource{Group: crd.Spec.Group, Version: v.Name, Resource: crd.Spec.Names.Plural}] = true
-				}
-			}
-		}
-		for _, gvr := range ownership.Protected {
-			if !served[gvr] {
-				t.Errorf("%s: protected %s is served by no rendered CRD", version, gvr)
-			}
 		}
 	}
 }

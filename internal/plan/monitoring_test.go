@@ -31,6 +31,16 @@ func generate(t *testing.T) (*strategy.Strategy, *config.DeploymentConfig) {
 	return s, cfg
 }
 
+// build plans with no options and fails the test on an error.
+func build(t *testing.T, s *strategy.Strategy, cfg *config.DeploymentConfig, caps Capabilities) *Plan {
+	t.Helper()
+	p, err := Build(s, cfg, caps, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func monitoringObjects(p *Plan) (sm *monitoringv1.ServiceMonitor, pr *monitoringv1.PrometheusRule, rb *rbacv1.RoleBinding, ns *corev1.Namespace) {
 	for _, o := range p.Objects {
 		switch x := o.(type) {
@@ -70,7 +80,7 @@ func TestPlaceMonitoringKubePrometheusStack(t *testing.T) {
 			RuleSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"release": "kps"}}, RuleNamespaceSelector: &metav1.LabelSelector{},
 		}},
 	}
-	p := Build(s, cfg, Capabilities{APIs: allAPIs(), Nodes: 1, Monitoring: in})
+	p := build(t, s, cfg, Capabilities{APIs: allAPIs(), Nodes: 1, Monitoring: in})
 	sm, pr, rb, ns := monitoringObjects(p)
 	if sm == nil || pr == nil || rb == nil {
 		t.Fatalf("monitoring objects missing: %v %v %v (closed: %v)", sm != nil, pr != nil, rb != nil, p.Closed)
@@ -106,7 +116,7 @@ func TestPlaceMonitoringNothingFoundAndNoAPI(t *testing.T) {
 	s, cfg := generate(t)
 	in := &placement.Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
 		Namespaces: map[string]map[string]string{"kubevirt": {}}}
-	p := Build(s, cfg, Capabilities{APIs: allAPIs(), Nodes: 1, Monitoring: in})
+	p := build(t, s, cfg, Capabilities{APIs: allAPIs(), Nodes: 1, Monitoring: in})
 	sm, pr, rb, _ := monitoringObjects(p)
 	if sm == nil || sm.Namespace != "kubevirt" || pr == nil || rb == nil || len(rb.Subjects) != 0 {
 		t.Fatalf("nothing found: want every object in the install namespace and no subjects; sm %v rb %v", sm, rb)
@@ -115,7 +125,7 @@ func TestPlaceMonitoringNothingFoundAndNoAPI(t *testing.T) {
 		t.Errorf("reason %s", p.Monitoring.Reason)
 	}
 
-	p = Build(s, cfg, Capabilities{APIs: map[string]bool{}, Nodes: 1, Monitoring: &placement.Input{InstallNamespace: "kubevirt"}})
+	p = build(t, s, cfg, Capabilities{APIs: map[string]bool{}, Nodes: 1, Monitoring: &placement.Input{InstallNamespace: "kubevirt"}})
 	sm, pr, rb, _ = monitoringObjects(p)
 	if sm != nil || pr != nil || rb != nil {
 		t.Errorf("no monitoring API: nothing applied")
@@ -125,7 +135,7 @@ func TestPlaceMonitoringNothingFoundAndNoAPI(t *testing.T) {
 	}
 
 	// No facts gathered: the MonitoringTarget gate stays closed.
-	p = Build(s, cfg, Capabilities{APIs: allAPIs(), Nodes: 1})
+	p = build(t, s, cfg, Capabilities{APIs: allAPIs(), Nodes: 1})
 	if sm, _, rb, _ := monitoringObjects(p); sm != nil || rb != nil || p.Monitoring != nil {
 		t.Errorf("without facts the ServiceMonitor and RoleBinding wait")
 	}
@@ -139,7 +149,7 @@ func TestPlaceMonitoringOpenShift(t *testing.T) {
 		Prometheuses: []placement.PrometheusInfo{{Namespace: "openshift-monitoring", Name: "k8s", ServiceAccountName: "prometheus-k8s",
 			ServiceMonitorSelector: &metav1.LabelSelector{}, ServiceMonitorNamespaceSelector: sel,
 			RuleSelector: &metav1.LabelSelector{}, RuleNamespaceSelector: sel}}}
-	p := Build(s, cfg, Capabilities{APIs: allAPIs(), Nodes: 1, Monitoring: in})
+	p := build(t, s, cfg, Capabilities{APIs: allAPIs(), Nodes: 1, Monitoring: in})
 	sm, pr, _, ns := monitoringObjects(p)
 	if sm.Namespace != "openshift-monitoring" || pr.Namespace != "kubevirt" {
 		t.Errorf("sm %s pr %s", sm.Namespace, pr.Namespace)
@@ -169,6 +179,14 @@ func TestPlaceDashboard(t *testing.T) {
 			DashboardNamespaces: dashboards,
 		}
 	}
+	build := func(caps Capabilities) *Plan {
+		t.Helper()
+		p, err := Build(s, cfg, caps, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 	dashboard := func(p *Plan) *corev1.ConfigMap {
 		for _, o := range p.Objects {
 			if cm, ok := o.(*corev1.ConfigMap); ok && cm.Name == "virtop-kubevirt-control-plane-dashboard" {
@@ -177,7 +195,7 @@ func TestPlaceDashboard(t *testing.T) {
 		}
 		return nil
 	}
-	p := Build(s, cfg, Capabilities{APIs: allAPIs(), Nodes: 1, Monitoring: in()})
+	p := build(Capabilities{APIs: allAPIs(), Nodes: 1, Monitoring: in()})
 	if dashboard(p) != nil {
 		t.Error("dashboard applied without a Grafana sidecar convention")
 	}
@@ -190,7 +208,7 @@ func TestPlaceDashboard(t *testing.T) {
 	if !closed {
 		t.Errorf("the dashboard's closed gate is not recorded: %v", p.Closed)
 	}
-	p = Build(s, cfg, Capabilities{APIs: allAPIs(), Nodes: 1, Monitoring: in("grafana", "observability")})
+	p = build(Capabilities{APIs: allAPIs(), Nodes: 1, Monitoring: in("grafana", "observability")})
 	cm := dashboard(p)
 	if cm == nil || cm.Namespace != "observability" || cm.Labels["grafana_dashboard"] != "1" {
 		t.Fatalf("dashboard %+v, want it in observability labelled grafana_dashboard=1", cm)
@@ -198,7 +216,7 @@ func TestPlaceDashboard(t *testing.T) {
 	if p.Monitoring.DashboardNamespace != "observability" {
 		t.Errorf("placement %+v", p.Monitoring)
 	}
-	if p := Build(s, cfg, Capabilities{APIs: allAPIs(), Nodes: 1}); dashboard(p) != nil {
+	if p := build(Capabilities{APIs: allAPIs(), Nodes: 1}); dashboard(p) != nil {
 		t.Error("dashboard applied without monitoring facts")
 	}
 }

@@ -1,11 +1,15 @@
-// Package plan turns a strategy and a snapshot of the live cluster's
-// capabilities into the objects to apply: gates evaluated, replicas and
-// PodDisruptionBudgets computed from the cluster. It is pure: the caller
-// gathers the snapshot.
+// Package plan is the one producer of the objects virtop applies: it turns
+// a strategy and a snapshot of the live cluster into the finished desired
+// objects — gates evaluated, virt-api's replicas and the
+// PodDisruptionBudgets sized for the cluster, the monitoring objects placed
+// and tuned, certificate data filled, the install-namespace label stamped,
+// the caller's last adjustment made. Nothing rewrites the list after Build.
+// It is pure: the caller gathers the snapshot, the live certificates and
+// the honoured KubeVirtMonitoring.
 package plan
 
 import (
-	"strings"
+	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -15,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/virtop-dev/virtop/internal/certs"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/strategy"
@@ -69,22 +74,57 @@ type Plan struct {
 	// Monitoring is where the monitoring objects went and whether a
 	// Prometheus selects them; nil when no facts were gathered.
 	Monitoring *placement.Placement
+	// Tuning is what the tuning step did; nil when Options.Tuning was.
+	Tuning *TuningOutcome
+	// Certificates is what the certificate step decided; nil when
+	// Options.Certificates was.
+	Certificates *certs.Report
 }
 
-// Build evaluates the strategy's gates against the capabilities and sizes
-// the workloads for the cluster. The strategy is not modified.
-func Build(s *strategy.Strategy, cfg *config.DeploymentConfig, caps Capabilities) *Plan {
+// Options are the inputs of a plan beyond the strategy, its config and
+// the capabilities. The zero value plans what an offline rendering shows:
+// the monitoring objects untuned, the certificate data placeholders.
+type Options struct {
+	// Tuning is the KubeVirtMonitoring honoured in the install namespace;
+	// nil leaves the monitoring objects as the strategy renders them.
+	Tuning *Tuning
+	// Certificates, when set, fills the certificate Secrets, CA
+	// ConfigMaps, webhooks, APIServices and Routes (certs.Manager.Fill):
+	// live certificates kept while valid, others issued.
+	Certificates *Certificates
+	// Adjust, when set, is applied to each planned object last (for
+	// example to point the operator's webhook at a host process by URL);
+	// it must be pure and return the object itself or a changed copy.
+	Adjust func(client.Object) client.Object
+}
+
+// Certificates are the inputs of the certificate step.
+type Certificates struct {
+	// Manager issues and rotates; nil means one with the real clock.
+	Manager *certs.Manager
+	// Live are the install namespace's Secrets and ConfigMaps.
+	Live certs.Live
+}
+
+// Build plans a strategy: it evaluates the gates against the
+// capabilities, sizes the workloads for the cluster, places and tunes the
+// monitoring objects, fills the certificate data and labels every
+// namespaced object with the install namespace. The strategy is not
+// modified. Only the certificate step fails (the plan is then returned as
+// far as it got, for reports, never to apply): a tuning that does not
+// apply leaves the monitoring objects untuned and says why in Plan.Tuning.
+func Build(s *strategy.Strategy, cfg *config.DeploymentConfig, caps Capabilities, opts Options) (*Plan, error) {
 	p := &Plan{}
 	for _, o := range s.Objects {
 		if g, open := gatesOpen(o, caps); !open {
 			p.Closed = append(p.Closed, ClosedGate{Object: strategy.KeyOf(o), Gate: g})
 			continue
 		}
-		// CRDs go out as they are: nothing after the plan changes one, and
-		// copying their schemas on every pass was most of a pass's garbage.
-		// Every other object is copied, because the plan (replicas,
-		// monitoring placement, tuning) and the controller (certificates,
-		// webhook settings) fill them in.
+		// CRDs go out as they are: no step changes one, and copying their
+		// schemas on every pass was most of a pass's garbage. Every other
+		// object is copied, because the steps below (replicas, monitoring
+		// placement, tuning, certificates, labels, the adjustment) fill
+		// them in.
 		if _, isCRD := o.(*apiextv1.CustomResourceDefinition); !isCRD {
 			o = o.DeepCopyObject().(client.Object)
 		}
@@ -98,9 +138,38 @@ func Build(s *strategy.Strategy, cfg *config.DeploymentConfig, caps Capabilities
 		p.Objects = append(p.Objects, o)
 	}
 	p.Monitoring = PlaceMonitoring(p, caps.Monitoring)
-	// A tuning step that rewrites the PrometheusRule's groups follows the
-	// placement here.
-	return p
+	if opts.Tuning != nil {
+		p.Objects, p.Tuning = Tune(p.Objects, cfg, opts.Tuning)
+		p.Tuning.Waiting = tuningWaits(p.Closed)
+	}
+	if c := opts.Certificates; c != nil {
+		m := c.Manager
+		if m == nil {
+			m = &certs.Manager{}
+		}
+		objs, rep, err := m.Fill(p.Objects, c.Live, cfg.Certificates)
+		if err != nil {
+			// The plan as far as it got, for the tuning's report; its
+			// objects are not to be applied.
+			return p, fmt.Errorf("certificates: %w", err)
+		}
+		p.Objects, p.Certificates = objs, rep
+	}
+	for i, o := range p.Objects {
+		if opts.Adjust != nil {
+			o = opts.Adjust(o)
+		}
+		if o.GetNamespace() != "" {
+			labels := o.GetLabels()
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[vocab.InstallNamespaceLabel] = cfg.Namespace
+			o.SetLabels(labels)
+		}
+		p.Objects[i] = o
+	}
+	return p, nil
 }
 
 func gatesOpen(o client.Object, caps Capabilities) (stage.Gate, bool) {
@@ -124,24 +193,15 @@ func APIReplicas(nodes int) int32 {
 
 // sizeDeployment sets the replicas the live cluster calls for. Replicas set
 // in the KubeVirt resource (spec.infra.replicas) were already rendered and
-// win; so does a customizeComponents patch of /spec/replicas.
+// win; so do those a customizeComponents patch set, which the strategy
+// marks (strategy.Pinned).
 func sizeDeployment(d *appsv1.Deployment, cfg *config.DeploymentConfig, caps Capabilities) {
-	if cfg.Infra.Replicas != nil || patchesReplicas(cfg, d.Name) {
+	if cfg.Infra.Replicas != nil || strategy.Pinned(d, "spec.replicas") {
 		return
 	}
 	if d.Name == vocab.VirtAPI {
 		d.Spec.Replicas = ptr.To(APIReplicas(caps.Nodes))
 	}
-}
-
-func patchesReplicas(cfg *config.DeploymentConfig, name string) bool {
-	for _, p := range cfg.Customize.Patches {
-		if (p.ResourceType == "Deployment" || p.ResourceType == "*") && (p.ResourceName == name || p.ResourceName == "*") &&
-			strings.Contains(p.Patch, "replicas") {
-			return true
-		}
-	}
-	return false
 }
 
 // disruptionBudget returns <name>-pdb with minAvailable replicas-1, or nil

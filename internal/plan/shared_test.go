@@ -48,7 +48,7 @@ func TestGenerateLeavesSharedSchemasAlone(t *testing.T) {
 		t.Fatalf("%d CRDs in the strategy, want at least 16", len(want))
 	}
 
-	p := Build(s, cfg, Capabilities{APIs: allAPIs(), Nodes: 3, VirtAPIServing: true})
+	p := build(t, s, cfg, Capabilities{APIs: allAPIs(), Nodes: 3, VirtAPIServing: true})
 	inStrategy := map[any]bool{}
 	for _, o := range s.Objects {
 		inStrategy[o] = true

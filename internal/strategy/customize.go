@@ -3,6 +3,8 @@ package strategy
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -11,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // PatchError says which customizeComponents patch failed on which object.
@@ -30,13 +33,22 @@ func (e *PatchError) Unwrap() error { return e.Err }
 // whose kind and name they match ("*" matches any). A patch that matches no
 // object is ignored, as upstream does (it may name an object a feature gate
 // removed). A patch may not change an object's kind, name or namespace.
+//
+// A patched object whose patches set a field the plan would otherwise
+// compute (PinnableFields) carries the vocab.PinnedFieldsAnnotation naming
+// it, so the plan keeps what the user chose.
 func Customize(objs []client.Object, patches []config.Patch) ([]client.Object, error) {
 	if len(patches) == 0 {
 		return objs, nil
 	}
+	pins := make([][]string, len(patches))
+	for pi, p := range patches {
+		pins[pi] = patchedFields(p)
+	}
 	out := make([]client.Object, len(objs))
 	for i, o := range objs {
 		cur := o
+		var pinned []string
 		for pi, p := range patches {
 			if !matches(p, cur) {
 				continue
@@ -49,10 +61,97 @@ func Customize(objs []client.Object, patches []config.Patch) ([]client.Object, e
 				return nil, &PatchError{Index: pi, Object: KeyOf(cur), Err: fmt.Errorf("a patch must not change the kind, name or namespace (got %s)", KeyOf(patched))}
 			}
 			cur = patched
+			pinned = append(pinned, pins[pi]...)
+		}
+		if len(pinned) > 0 {
+			pin(cur, pinned)
 		}
 		out[i] = cur
 	}
 	return out, nil
+}
+
+// PinnableFields are the fields the plan computes from the live cluster
+// unless a customizeComponents patch sets them: virt-api's replicas.
+var PinnableFields = []string{"spec.replicas"}
+
+// Pinned reports whether a customizeComponents patch set field (one of
+// PinnableFields) on the object.
+func Pinned(o client.Object, field string) bool {
+	return slices.Contains(strings.Split(o.GetAnnotations()[vocab.PinnedFieldsAnnotation], ","), field)
+}
+
+func pin(o client.Object, fields []string) {
+	ann := o.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	if have := ann[vocab.PinnedFieldsAnnotation]; have != "" {
+		fields = append(fields, strings.Split(have, ",")...)
+	}
+	slices.Sort(fields)
+	ann[vocab.PinnedFieldsAnnotation] = strings.Join(slices.Compact(fields), ",")
+	o.SetAnnotations(ann)
+}
+
+// patchedFields returns the PinnableFields a patch sets, changes or
+// removes: a JSON patch operation on the field or on an object holding it,
+// a merge patch document holding it. A patch that cannot be decoded pins
+// nothing (applying it fails and names it).
+func patchedFields(p config.Patch) []string {
+	var touched []string
+	switch p.Type {
+	case "json":
+		var ops []struct {
+			Path  string          `json:"path"`
+			Value json.RawMessage `json:"value"`
+		}
+		if json.Unmarshal([]byte(p.Patch), &ops) != nil {
+			return nil
+		}
+		for _, op := range ops {
+			base := strings.Split(strings.TrimPrefix(op.Path, "/"), "/")
+			if op.Path == "" {
+				base = nil
+			}
+			touched = append(touched, strings.Join(base, "."))
+			var v interface{}
+			if len(op.Value) > 0 && json.Unmarshal(op.Value, &v) == nil {
+				touched = append(touched, fieldPaths(strings.Join(base, "."), v)...)
+			}
+		}
+	case "merge", "strategic":
+		var v interface{}
+		if yaml.Unmarshal([]byte(p.Patch), &v) != nil {
+			return nil
+		}
+		touched = fieldPaths("", v)
+	}
+	var out []string
+	for _, f := range PinnableFields {
+		if slices.Contains(touched, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// fieldPaths lists the dotted paths of every map key in v, under prefix.
+func fieldPaths(prefix string, v interface{}) []string {
+	m, ok := v.(map[string]interface{})
+	if !ok {
+		return nil
+	}
+	var out []string
+	for k, sub := range m {
+		p := k
+		if prefix != "" {
+			p = prefix + "." + k
+		}
+		out = append(out, p)
+		out = append(out, fieldPaths(p, sub)...)
+	}
+	return out
 }
 
 func matches(p config.Patch, o client.Object) bool {

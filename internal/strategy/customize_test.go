@@ -68,3 +68,31 @@ func TestCustomizePatchErrorsNameThePatch(t *testing.T) {
 		})
 	}
 }
+
+// TestCustomizeMarksPinnedFields: a patch that sets a field the plan
+// computes marks the objects it patched, and only those; the mark
+// survives the strategy ConfigMap.
+func TestCustomizeMarksPinnedFields(t *testing.T) {
+	s := generateFor(t, withPatches(
+		kvv1.CustomizeComponentsPatch{ResourceName: "virt-api", ResourceType: "Deployment", Type: kvv1.JSONPatchType,
+			Patch: `[{"op":"replace","path":"/spec/replicas","value":3}]`},
+		kvv1.CustomizeComponentsPatch{ResourceName: "virt-controller", ResourceType: "Deployment", Type: kvv1.MergePatchType,
+			Patch: `{"metadata":{"annotations":{"replicas":"a word in a value pins nothing"}}}`},
+	))
+	cm, err := s.ConfigMap("kubevirt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := FromConfigMap(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []*Strategy{s, back} {
+		for _, o := range st.Objects {
+			want := KeyOf(o).Kind == "Deployment" && o.GetName() == "virt-api"
+			if got := Pinned(o, "spec.replicas"); got != want {
+				t.Errorf("%s: Pinned(spec.replicas) = %v, want %v (annotation %q)", KeyOf(o), got, want, o.GetAnnotations()["virtop.dev/pinned-fields"])
+			}
+		}
+	}
+}

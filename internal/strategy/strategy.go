@@ -30,7 +30,8 @@ type Strategy struct {
 	Registry string
 	// ID is the deployment ID of the config it was generated from.
 	ID string
-	// Objects in apply order: by stage, then kind, namespace and name.
+	// Objects in install order (stage.Install), then by kind rank,
+	// namespace and name.
 	Objects []client.Object
 }
 
@@ -127,36 +128,14 @@ func stampMetadata(o client.Object, cfg *config.DeploymentConfig) {
 	})
 }
 
-// kindRank orders kinds inside a stage: what others refer to comes first.
-// Every kind virtop manages has a rank (internal/ownership's tests check
-// it); uninstall removes them in the reverse order.
-var kindRank = map[string]int{
-	"Namespace": 0, "CustomResourceDefinition": 1, "ServiceAccount": 2, "ClusterRole": 3,
-	"ClusterRoleBinding": 4, "Role": 5, "RoleBinding": 6, "SecurityContextConstraints": 7,
-	"Secret": 8, "ConfigMap": 9, "Service": 10, "ValidatingAdmissionPolicy": 11,
-	"ValidatingAdmissionPolicyBinding": 12, "ValidatingWebhookConfiguration": 13,
-	"MutatingWebhookConfiguration": 14, "APIService": 15, "Deployment": 16, "DaemonSet": 17,
-	"Route": 18, "ServiceMonitor": 19, "PrometheusRule": 20, "PodDisruptionBudget": 21,
-	"VirtualMachineClusterInstancetype": 22, "VirtualMachineClusterPreference": 23,
-}
-
-// KindRank is a kind's position in the apply order inside a stage; ok is
-// false for a kind without a rank (sorted after every ranked one).
-func KindRank(kind string) (rank int, ok bool) {
-	r, ok := kindRank[kind]
-	if !ok {
-		return len(kindRank), false
-	}
-	return r, true
-}
-
 // Kind returns an object's kind from its TypeMeta.
 func Kind(o client.Object) string { return o.GetObjectKind().GroupVersionKind().Kind }
 
-// Sort puts objects in apply order: stage, kind, namespace, name.
+// Sort puts objects in install order (stage.Install), then by kind rank
+// (stage.KindRank), namespace and name.
 func Sort(objs []client.Object) {
 	rank := func(o client.Object) int {
-		r, _ := KindRank(Kind(o))
+		r, _ := stage.KindRank(Kind(o))
 		return r
 	}
 	stageIndex := func(o client.Object) int {

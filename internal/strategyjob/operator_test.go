@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/controller"
 	"github.com/virtop-dev/virtop/internal/operator"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategyjob"
@@ -145,7 +144,7 @@ func TestOperatorInstallsVersionOutsideItsCatalog(t *testing.T) {
 			return false, err.Error()
 		}
 		p := condition(kv, kvv1.KubeVirtConditionProgressing)
-		return p.Reason == controller.ReasonStrategyPending && strings.Contains(p.Message, job.Name), fmt.Sprintf("Progressing %s %s: %s", p.Status, p.Reason, p.Message)
+		return p.Reason == kvv1.ReasonStrategyPending && strings.Contains(p.Message, job.Name), fmt.Sprintf("Progressing %s %s: %s", p.Status, p.Reason, p.Message)
 	})
 	if id := job.Annotations[vocab.InstallStrategyIdentifierAnnotation]; id != kv.Status.TargetDeploymentID {
 		t.Errorf("Job for deployment %s, target %s", id, kv.Status.TargetDeploymentID)

@@ -19,7 +19,6 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/config"
-	"github.com/virtop-dev/virtop/internal/controller"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
@@ -40,8 +39,17 @@ const (
 	deletionRecheck = 2 * time.Second
 )
 
-// Runner drives the dump-install-strategy Job. It implements
-// controller.StrategyJobRunner.
+// State is how the strategy Job of a deployment is doing.
+type State struct {
+	// Pending says what the strategy waits for; Failed why the last
+	// attempt failed (it is retried after RequeueAfter).
+	Pending      string
+	Failed       string
+	RequeueAfter time.Duration
+}
+
+// Runner drives the dump-install-strategy Job for the strategy store
+// (internal/strategy/store).
 type Runner struct {
 	// Client writes Jobs.
 	Client client.Client
@@ -73,8 +81,6 @@ type attempts struct {
 	// pods are gone once the Job fails on its deadline.
 	trouble string
 }
-
-var _ controller.StrategyJobRunner = (*Runner)(nil)
 
 // New returns a Runner with the default back-off.
 func New(c client.Client, reader client.Reader, image string) *Runner {
@@ -109,7 +115,7 @@ func (r *Runner) backoff(failures int) time.Duration {
 // Ensure makes progress towards the strategy ConfigMap of cfg: it creates
 // the Job, waits for it, replaces a failed one after a back-off, and says
 // how things stand. The caller calls it only while the ConfigMap is missing.
-func (r *Runner) Ensure(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) (controller.JobState, error) {
+func (r *Runner) Ensure(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) (State, error) {
 	log := ctrl.LoggerFrom(ctx)
 	ns, name := cfg.Namespace, Name(cfg.ID)
 	r.mu.Lock()
@@ -117,7 +123,7 @@ func (r *Runner) Ensure(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.Depl
 	r.mu.Unlock()
 
 	if err := r.deleteJobs(ctx, ns, func(j *batchv1.Job) bool { return jobID(j) != cfg.ID }); err != nil {
-		return controller.JobState{}, err
+		return State{}, err
 	}
 
 	job := &batchv1.Job{}
@@ -125,7 +131,7 @@ func (r *Runner) Ensure(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.Depl
 	if apierrors.IsNotFound(err) {
 		if a.failures > 0 {
 			if wait := a.lastAt.Add(r.backoff(a.failures)).Sub(r.now()); wait > 0 {
-				return controller.JobState{
+				return State{
 					Pending:      fmt.Sprintf("Retrying the install strategy Job for %s in %s (%s)", cfg.Version, wait.Round(time.Second), attemptsWord(a.failures)),
 					Failed:       a.message,
 					RequeueAfter: wait,
@@ -133,21 +139,21 @@ func (r *Runner) Ensure(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.Depl
 			}
 		}
 		if r.Image == "" {
-			return controller.JobState{}, errors.New("no strategy image is set (--strategy-image)")
+			return State{}, errors.New("no strategy image is set (--strategy-image)")
 		}
 		job = Job(cfg, r.Image)
 		if err := r.Client.Create(ctx, job, client.FieldOwner(vocab.ManagedByValue)); err != nil && !apierrors.IsAlreadyExists(err) {
-			return controller.JobState{}, fmt.Errorf("create install strategy Job %s: %w", name, err)
+			return State{}, fmt.Errorf("create install strategy Job %s: %w", name, err)
 		}
 		log.Info("Created install strategy Job", "job", name, "version", cfg.Version, "image", r.Image, "attempt", a.failures+1)
-		return controller.JobState{Pending: waitingMessage(cfg, name), Failed: a.message, RequeueAfter: runningRecheck}, nil
+		return State{Pending: waitingMessage(cfg, name), Failed: a.message, RequeueAfter: runningRecheck}, nil
 	}
 	if err != nil {
-		return controller.JobState{}, fmt.Errorf("get install strategy Job %s: %w", name, err)
+		return State{}, fmt.Errorf("get install strategy Job %s: %w", name, err)
 	}
 
 	if job.DeletionTimestamp != nil {
-		return controller.JobState{
+		return State{
 			Pending:      fmt.Sprintf("Waiting for the previous install strategy Job %s to be deleted", name),
 			Failed:       a.message,
 			RequeueAfter: deletionRecheck,
@@ -156,9 +162,9 @@ func (r *Runner) Ensure(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.Depl
 	if id := jobID(job); id != cfg.ID {
 		// Same name prefix, another deployment: not ours to wait for.
 		if err := r.deleteJob(ctx, job); err != nil {
-			return controller.JobState{}, err
+			return State{}, err
 		}
-		return controller.JobState{Pending: waitingMessage(cfg, name), Failed: a.message, RequeueAfter: deletionRecheck}, nil
+		return State{Pending: waitingMessage(cfg, name), Failed: a.message, RequeueAfter: deletionRecheck}, nil
 	}
 
 	if c := jobCondition(job, batchv1.JobFailed); c != nil {
@@ -182,10 +188,10 @@ func (r *Runner) Ensure(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.Depl
 		if err == nil {
 			// The cache lags behind; the ConfigMap's event wakes the
 			// reconciler again.
-			return controller.JobState{Pending: fmt.Sprintf("Loading the install strategy of %s written by Job %s", cfg.Version, name), RequeueAfter: time.Second}, nil
+			return State{Pending: fmt.Sprintf("Loading the install strategy of %s written by Job %s", cfg.Version, name), RequeueAfter: time.Second}, nil
 		}
 		if !apierrors.IsNotFound(err) {
-			return controller.JobState{}, err
+			return State{}, err
 		}
 		done := c.LastTransitionTime.Time
 		if job.Status.CompletionTime != nil {
@@ -196,7 +202,7 @@ func (r *Runner) Ensure(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.Depl
 			grace = DefaultConfigMapGrace
 		}
 		if wait := done.Add(grace).Sub(r.now()); wait > 0 {
-			return controller.JobState{Pending: fmt.Sprintf("Job %s succeeded; waiting for ConfigMap %s", name, strategy.ConfigMapName(cfg.ID)), Failed: a.message, RequeueAfter: wait}, nil
+			return State{Pending: fmt.Sprintf("Job %s succeeded; waiting for ConfigMap %s", name, strategy.ConfigMapName(cfg.ID)), Failed: a.message, RequeueAfter: wait}, nil
 		}
 		return r.failed(ctx, a, job, cfg, fmt.Sprintf("Install strategy Job %s for %s succeeded but ConfigMap %s did not appear within %s", name, cfg.Version, strategy.ConfigMapName(cfg.ID), grace))
 	}
@@ -209,7 +215,7 @@ func (r *Runner) Ensure(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.Depl
 		r.mu.Unlock()
 		msg += ": " + detail
 	}
-	return controller.JobState{Pending: msg, Failed: a.message, RequeueAfter: runningRecheck}, nil
+	return State{Pending: msg, Failed: a.message, RequeueAfter: runningRecheck}, nil
 }
 
 // attemptsForLocked returns the record of an ID, forgetting every other
@@ -225,7 +231,7 @@ func (r *Runner) attemptsForLocked(id string) *attempts {
 
 // failed records a failed Job once, deletes it so a later pass creates a
 // new one, and reports the failure with the wait before the next attempt.
-func (r *Runner) failed(ctx context.Context, a *attempts, job *batchv1.Job, cfg *config.DeploymentConfig, msg string) (controller.JobState, error) {
+func (r *Runner) failed(ctx context.Context, a *attempts, job *batchv1.Job, cfg *config.DeploymentConfig, msg string) (State, error) {
 	r.mu.Lock()
 	if a.lastJob != job.UID {
 		a.failures++
@@ -238,12 +244,12 @@ func (r *Runner) failed(ctx context.Context, a *attempts, job *batchv1.Job, cfg 
 	r.mu.Unlock()
 	ctrl.LoggerFrom(ctx).Info("Install strategy Job failed; it will be retried", "job", job.Name, "reason", msg, "failures", failures, "retryIn", wait.String())
 	if err := r.deleteJob(ctx, job); err != nil {
-		return controller.JobState{}, err
+		return State{}, err
 	}
 	if wait < deletionRecheck {
 		wait = deletionRecheck
 	}
-	return controller.JobState{
+	return State{
 		Pending:      fmt.Sprintf("Retrying the install strategy Job for %s in %s (%s)", cfg.Version, wait.Round(time.Second), attemptsWord(failures)),
 		Failed:       msg,
 		RequeueAfter: wait,

@@ -71,6 +71,11 @@ const (
 	// GateAnnotation holds, comma-separated, what an optional object needs
 	// from the live cluster.
 	GateAnnotation = "virtop.dev/gate"
+	// PinnedFieldsAnnotation names, comma-separated, the fields of an
+	// object that a customizeComponents patch set ("spec.replicas"); the
+	// plan leaves them as the strategy holds them. Only patched objects
+	// carry it.
+	PinnedFieldsAnnotation = "virtop.dev/pinned-fields"
 )
 
 // Labels of the rendered objects, as upstream sets them.

@@ -41,7 +41,7 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/config"
-	"github.com/virtop-dev/virtop/internal/controller"
+	"github.com/virtop-dev/virtop/internal/uninstall"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -132,7 +132,7 @@ func (v *Validator) handleDelete(ctx context.Context, req admission.Request) adm
 	if !needsWorkloadCheck(kv) {
 		return response(DecideDelete(kv, nil))
 	}
-	found, err := controller.ExistingWorkloads(ctx, v.Reader, v.Mapper)
+	found, err := uninstall.ExistingWorkloads(ctx, v.Reader, v.Mapper)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("looking for workloads: %w", err))
 	}
@@ -218,7 +218,7 @@ func needsWorkloadCheck(kv *kvv1.KubeVirt) bool {
 }
 
 // DecideDelete admits the deletion of kv given the protected workloads
-// found, by kind (controller.ExistingWorkloads).
+// found, by kind (uninstall.ExistingWorkloads).
 func DecideDelete(kv *kvv1.KubeVirt, found map[string]int) Decision {
 	if !needsWorkloadCheck(kv) || len(found) == 0 {
 		return allow()

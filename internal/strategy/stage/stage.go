@@ -1,6 +1,7 @@
 // Package stage names the apply stages of a strategy and the gates of its
-// optional objects. Both travel with each object as annotations, so a
-// strategy read back from its ConfigMap carries them too.
+// optional objects, and holds the one order they are applied and removed
+// in (order.go). Stages and gates travel with each object as annotations,
+// so a strategy read back from its ConfigMap carries them too.
 package stage
 
 import (
@@ -13,10 +14,11 @@ import (
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
-// Stage is an apply stage. Stages are applied in the order of All.
+// Stage is an apply stage. Install and Update say in which order stages
+// are applied.
 type Stage string
 
-// The stages, in apply order.
+// The stages.
 const (
 	CRDs            Stage = "crds"
 	RBAC            Stage = "rbac"
@@ -31,10 +33,8 @@ const (
 	Monitoring      Stage = "monitoring"
 )
 
-// All lists the stages in apply order.
-var All = []Stage{CRDs, RBAC, Certificates, Services, VirtAPI, Admission, VirtController, VirtHandler, VirtExportProxy, Instancetypes, Monitoring}
-
-// Index is the stage's position in All, or -1 for an unknown stage.
+// Index is the stage's position in All (the install order), or -1 for an
+// unknown stage.
 func (s Stage) Index() int {
 	for i, x := range All {
 		if x == s {

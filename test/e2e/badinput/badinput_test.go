@@ -17,7 +17,6 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/api/v1alpha1"
-	"github.com/virtop-dev/virtop/internal/controller"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
@@ -148,7 +147,7 @@ func (b *bench) runStored(t *testing.T, bc badCase) {
 			st := framework.KVCondition(kv, kvv1.KubeVirtConditionStalled)
 			sy := framework.KVCondition(kv, kvv1.KubeVirtConditionSynchronized)
 			av := framework.KVCondition(kv, kvv1.KubeVirtConditionAvailable)
-			ok := st.Status == corev1.ConditionTrue && st.Reason == controller.ReasonInvalidConfiguration &&
+			ok := st.Status == corev1.ConditionTrue && st.Reason == kvv1.ReasonInvalidConfiguration &&
 				strings.Contains(st.Message, bc.field) && sy.Status == corev1.ConditionFalse && strings.Contains(sy.Message, bc.field) &&
 				av.Status == corev1.ConditionTrue
 			return ok, fmt.Sprintf("Stalled %s %s: %s; Synchronized %s: %s; Available %s", st.Status, st.Reason, st.Message, sy.Status, sy.Message, av.Status)
@@ -265,7 +264,7 @@ func (b *bench) runOperatorNamespace(t *testing.T, bc badCase, before map[string
 	framework.WaitKubeVirt(t, b.c, "not served, naming the namespace", 2*time.Minute, func(kv *kvv1.KubeVirt) (bool, string) {
 		sy := framework.KVCondition(kv, kvv1.KubeVirtConditionSynchronized)
 		av := framework.KVCondition(kv, kvv1.KubeVirtConditionAvailable)
-		return sy.Status == corev1.ConditionFalse && sy.Reason == controller.ReasonExistingDeployment &&
+		return sy.Status == corev1.ConditionFalse && sy.Reason == kvv1.ReasonExistingDeployment &&
 				strings.Contains(sy.Message, bc.field) && strings.Contains(sy.Message, other) && av.Status == corev1.ConditionTrue,
 			fmt.Sprintf("Synchronized %s %s: %s; Available %s", sy.Status, sy.Reason, sy.Message, av.Status)
 	})

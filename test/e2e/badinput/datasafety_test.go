@@ -16,15 +16,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/controller"
-	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/uninstall"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
 // userObjects are the VirtualMachine and VirtualMachineInstance the data
 // safety test creates, and the UIDs of them and of every CRD of a
-// protected kind (ownership.Protected).
+// protected kind (uninstall.Protected).
 type userObjects struct {
 	vm, vmi *unstructured.Unstructured
 	uids    map[string]types.UID
@@ -49,7 +48,7 @@ func newVMI(ns string) *unstructured.Unstructured {
 
 func protectedCRDs() []string {
 	var out []string
-	for _, gvr := range ownership.Protected {
+	for _, gvr := range uninstall.Protected {
 		out = append(out, gvr.Resource+"."+gvr.Group)
 	}
 	return out
@@ -226,7 +225,7 @@ func TestDataSafety(t *testing.T) {
 	b.op.Start()
 	framework.WaitKubeVirt(t, b.c, "DeletionBlocked naming the workloads", 2*time.Minute, func(kv *kvv1.KubeVirt) (bool, string) {
 		sy := framework.KVCondition(kv, kvv1.KubeVirtConditionSynchronized)
-		return kv.DeletionTimestamp != nil && sy.Status == corev1.ConditionFalse && sy.Reason == controller.ReasonDeletionBlocked &&
+		return kv.DeletionTimestamp != nil && sy.Status == corev1.ConditionFalse && sy.Reason == kvv1.ReasonDeletionBlocked &&
 				strings.Contains(sy.Message, "VirtualMachine") && strings.Contains(sy.Message, "RemoveWorkloads"),
 			fmt.Sprintf("phase %s; Synchronized %s %s: %s", kv.Status.Phase, sy.Status, sy.Reason, sy.Message)
 	})
@@ -237,7 +236,7 @@ func TestDataSafety(t *testing.T) {
 			return false, err
 		}
 		for _, e := range evs.Items {
-			if e.Regarding.Kind == "KubeVirt" && e.Reason == controller.ReasonDeletionBlocked && strings.Contains(e.Note, "VirtualMachine") {
+			if e.Regarding.Kind == "KubeVirt" && e.Reason == kvv1.ReasonDeletionBlocked && strings.Contains(e.Note, "VirtualMachine") {
 				t.Logf("event: %s %s: %s", e.Type, e.Reason, e.Note)
 				return true, nil
 			}

@@ -261,7 +261,10 @@ func wanted(ctx context.Context, c client.Client, kv *kvv1.KubeVirt) (*want, err
 			}
 		}
 	}
-	p := plan.Build(st, cfg, plan.Capabilities{APIs: apis, Nodes: len(nodes.Items), VirtAPIServing: true})
+	p, err := plan.Build(st, cfg, plan.Capabilities{APIs: apis, Nodes: len(nodes.Items), VirtAPIServing: true}, plan.Options{})
+	if err != nil {
+		return nil, err
+	}
 	w := &want{id: cfg.ID, required: map[string]bool{}, optional: map[string]bool{}, strategyCM: strategy.ConfigMapName(cfg.ID), stageSizes: map[stage.Stage]int{}}
 	for _, o := range p.Objects {
 		kind := o.GetObjectKind().GroupVersionKind().Kind

@@ -30,7 +30,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/controller"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/operator"
 	"github.com/virtop-dev/virtop/internal/scheme"
@@ -276,7 +275,7 @@ func readState(c client.Client, installNS string) (monitoringState, error) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: installNS, Name: "kubevirt"}, kv); err != nil {
 		return st, err
 	}
-	st.Reason = condition(kv, controller.ConditionMonitoringReady).Reason
+	st.Reason = condition(kv, kvv1.KubeVirtConditionMonitoringReady).Reason
 	return st, nil
 }
 
@@ -381,7 +380,7 @@ func monitoringObjectsGone(c client.Client, installNS string) (bool, string) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: installNS, Name: "kubevirt"}, kv); err != nil {
 		return false, err.Error()
 	}
-	if r := condition(kv, controller.ConditionMonitoringReady).Reason; r != placement.ReasonNoMonitoringAPI {
+	if r := condition(kv, kvv1.KubeVirtConditionMonitoringReady).Reason; r != placement.ReasonNoMonitoringAPI {
 		return false, "MonitoringReady reason " + r
 	}
 	return true, ""
@@ -570,7 +569,7 @@ func TestStackLifecycle(t *testing.T) {
 			if err := c.Get(ctx, key, kv); err != nil {
 				return false, err.Error()
 			}
-			m := condition(kv, controller.ConditionMonitoringReady)
+			m := condition(kv, kvv1.KubeVirtConditionMonitoringReady)
 			return m.Status == corev1.ConditionFalse && m.Reason == placement.ReasonNotSelected && strings.Contains(m.Message, "k8s-app notin (kubevirt)"),
 				fmt.Sprintf("%s %s: %s", m.Status, m.Reason, m.Message)
 		})

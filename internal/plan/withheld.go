@@ -1,27 +1,26 @@
-package controller
+package plan
 
 import (
 	"fmt"
 	"sort"
 	"strings"
 
-	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
 )
 
-// withheld says which objects of the strategy a pass left out and why,
+// Withheld says which objects of the strategy the plan left out and why,
 // grouped by gate, for the Synchronized condition: "2 APIService wait for
 // virt-api to answer through the API server; 1 Route waits for the API
 // route.openshift.io/v1 routes". Monitoring objects are left to the
 // MonitoringReady condition. Stable for a given set of closed gates, so
 // it does not make steady passes write.
-func withheld(closed []plan.ClosedGate) string {
+func (p *Plan) Withheld() string {
 	type group struct {
 		gate  stage.Gate
 		kinds map[string]int
 	}
 	groups := map[stage.Gate]*group{}
-	for _, c := range closed {
+	for _, c := range p.Closed {
 		if c.Gate == stage.MonitoringTarget || c.Gate == stage.ServiceMonitorsAPI || c.Gate == stage.PrometheusRulesAPI {
 			continue
 		}

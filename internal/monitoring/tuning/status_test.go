@@ -1,4 +1,4 @@
-package controller
+package tuning
 
 import (
 	"errors"
@@ -9,16 +9,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/virtop-dev/virtop/api/v1alpha1"
-	"github.com/virtop-dev/virtop/internal/monitoring/tuning"
-	"github.com/virtop-dev/virtop/internal/strategy"
 )
 
-func TestTuningStatus(t *testing.T) {
+func TestReportStatus(t *testing.T) {
 	chosen := &v1alpha1.KubeVirtMonitoring{ObjectMeta: metav1.ObjectMeta{Name: "tuning", Namespace: "kubevirt", UID: "a", Generation: 3}}
 	other := &v1alpha1.KubeVirtMonitoring{ObjectMeta: metav1.ObjectMeta{Name: "later", Namespace: "kubevirt", UID: "b", Generation: 1}}
-	rule := strategy.Key{Group: "monitoring.coreos.com", Kind: "PrometheusRule", Namespace: "kubevirt", Name: "prometheus-kubevirt-rules"}
-	invalid := &tuning.InvalidError{Name: "kubevirt/tuning", Errs: field.ErrorList{field.NotFound(field.NewPath("spec", "alerts").Key("NoSuchAlert").Child("name"), "NoSuchAlert")}}
-	res := &tuning.Result{DisabledAlerts: []string{"LowKVMNodesCount"}, TunedAlerts: []string{"VirtApiRESTErrorsBurst"}}
+	rule := "PrometheusRule kubevirt/prometheus-kubevirt-rules"
+	invalid := &InvalidError{Name: "kubevirt/tuning", Errs: field.ErrorList{field.NotFound(field.NewPath("spec", "alerts").Key("NoSuchAlert").Child("name"), "NoSuchAlert")}}
+	res := &Result{DisabledAlerts: []string{"LowKVMNodesCount"}, TunedAlerts: []string{"VirtApiRESTErrorsBurst"}}
 	type want struct {
 		accepted, acceptedReason, applied, appliedReason string
 		msg                                              []string
@@ -27,27 +25,27 @@ func TestTuningStatus(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		tp   tuningPass
+		tp   Report
 		obj  *v1alpha1.KubeVirtMonitoring
 		want want
 	}{
-		{"applied", tuningPass{chosen: chosen, version: "v1.5.3", result: res, tuned: []strategy.Key{rule}, reached: true}, chosen,
+		{"applied", Report{Chosen: chosen, Version: "v1.5.3", Result: res, Tuned: []string{rule}, Reached: true}, chosen,
 			want{"True", "Valid", "True", "Applied", []string{"v1.5.3", "PrometheusRule kubevirt/prometheus-kubevirt-rules"}, "v1.5.3", 1}},
-		{"rollout not there yet", tuningPass{chosen: chosen, version: "v1.5.3", result: res, tuned: []strategy.Key{rule}}, chosen,
+		{"rollout not there yet", Report{Chosen: chosen, Version: "v1.5.3", Result: res, Tuned: []string{rule}}, chosen,
 			want{"True", "Valid", "False", "Pending", []string{"wait for the rollout"}, "v1.5.3", 1}},
-		{"apply failed", tuningPass{chosen: chosen, version: "v1.5.3", result: res, tuned: []strategy.Key{rule}, reached: true, applyErr: errors.New("no matches for kind")}, chosen,
+		{"apply failed", Report{Chosen: chosen, Version: "v1.5.3", Result: res, Tuned: []string{rule}, Reached: true, ApplyErr: errors.New("no matches for kind")}, chosen,
 			want{"True", "Valid", "False", "Pending", []string{"no matches for kind"}, "v1.5.3", 1}},
-		{"gate closed", tuningPass{chosen: chosen, version: "v1.5.3", result: res, waiting: "PrometheusRule waits for api:monitoring.coreos.com/v1/prometheusrules"}, chosen,
+		{"gate closed", Report{Chosen: chosen, Version: "v1.5.3", Result: res, Waiting: "PrometheusRule waits for api:monitoring.coreos.com/v1/prometheusrules"}, chosen,
 			want{"True", "Valid", "False", "Pending", []string{"not installed", "api:monitoring.coreos.com/v1/prometheusrules"}, "v1.5.3", 1}},
-		{"invalid", tuningPass{chosen: chosen, version: "v1.5.3", err: invalid}, chosen,
+		{"invalid", Report{Chosen: chosen, Version: "v1.5.3", Err: invalid}, chosen,
 			want{"False", "InvalidTuning", "False", "NotApplied", []string{"spec.alerts[NoSuchAlert].name", "untuned"}, "v1.5.3", 0}},
-		{"version outside the catalog", tuningPass{chosen: chosen, version: "v1.6.0", err: errors.New("no rules of KubeVirt v1.6.0")}, chosen,
+		{"version outside the catalog", Report{Chosen: chosen, Version: "v1.6.0", Err: errors.New("no rules of KubeVirt v1.6.0")}, chosen,
 			want{"Unknown", "Pending", "False", "NotApplied", []string{"untuned"}, "v1.6.0", 0}},
-		{"superseded", tuningPass{chosen: chosen, superseded: []*v1alpha1.KubeVirtMonitoring{other}, version: "v1.5.3", result: res, reached: true}, other,
+		{"superseded", Report{Chosen: chosen, Version: "v1.5.3", Result: res, Reached: true}, other,
 			want{"False", "Superseded", "False", "NotApplied", []string{"tuning"}, "", 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := tc.tp.tuningStatus(tc.obj)
+			st := tc.tp.Status(tc.obj)
 			if st.ObservedGeneration != tc.obj.Generation {
 				t.Errorf("observedGeneration %d, want %d", st.ObservedGeneration, tc.obj.Generation)
 			}

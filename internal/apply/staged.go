@@ -1,0 +1,272 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/virtop-dev/virtop/internal/faultpoint"
+	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
+)
+
+var appliedObjects = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "virtop_applied_objects_total",
+	Help: "Objects written by server-side apply, by kind and result (created or configured).",
+}, []string{"kind", "result"})
+
+func init() { metrics.Registry.MustRegister(Collectors()...) }
+
+// Collectors are the applier's metrics.
+func Collectors() []prometheus.Collector { return []prometheus.Collector{appliedObjects} }
+
+// Parallelism bounds the applies in flight within one stage. The objects
+// of a stage do not depend on each other; applying the 87 instancetypes
+// and preferences, or the 16 CRDs, one after the other was a third of
+// created -> Available.
+const Parallelism = 8
+
+// bestEffortRetry is how soon a failed best-effort object is tried again.
+const bestEffortRetry = 10 * time.Second
+
+// Change is one object a staged apply wrote.
+type Change struct {
+	Key    strategy.Key
+	Stage  stage.Stage
+	Result Result
+}
+
+func (c Change) String() string { return string(c.Result) + " " + c.Key.String() }
+
+// Outcome is what a staged apply did.
+type Outcome struct {
+	// Changes are the objects created or configured, in apply order; on
+	// an error, those written before it.
+	Changes []Change
+	// Created is true once every stage was applied (no barrier held the
+	// rest back); Ready once, besides, every object applied was ready.
+	Created, Ready bool
+	// WaitingOn names the first object found not ready, and why.
+	WaitingOn string
+	// MonitoringErr holds the failures to apply objects of best-effort
+	// stages (monitoring), which never stop the rollout (for example a
+	// monitoring CRD removed between the snapshot and the apply);
+	// RequeueAfter is when to try them again.
+	MonitoringErr error
+	RequeueAfter  time.Duration
+	// MonitoringReached is true once the monitoring stage was applied.
+	MonitoringReached bool
+}
+
+// ApplyStaged applies objects stage by stage in the order given, the
+// objects of a stage concurrently, and stops after a barrier stage that is
+// not ready yet (readiness arrives as watch events; the next pass goes on).
+// An error applying an object stops it, except in a best-effort stage.
+// Objects of stages the order does not name are not applied.
+func (a *Applier) ApplyStaged(ctx context.Context, objs []client.Object, order stage.Order) (Outcome, error) {
+	log := logf.FromContext(ctx)
+	byStage := map[stage.Stage][]client.Object{}
+	for _, o := range objs {
+		st, err := stage.Of(o)
+		if err != nil {
+			return Outcome{}, err
+		}
+		byStage[st] = append(byStage[st], o)
+	}
+	var out Outcome
+	allReady := true
+	for _, st := range order.Stages {
+		stageReady := true
+		objs := byStage[st]
+		for i, res := range a.applyAll(ctx, st, objs) {
+			key := strategy.KeyOf(objs[i])
+			if res.err != nil && st.BestEffort() {
+				logFor(log, key).Error(res.err, "Failed to apply a monitoring object; the control plane goes on")
+				out.MonitoringErr = errors.Join(out.MonitoringErr, res.err)
+				out.RequeueAfter = bestEffortRetry
+				continue
+			}
+			if res.err != nil {
+				return out, res.err
+			}
+			if res.result != Unchanged {
+				logFor(log, key).Info("Applied object", "result", string(res.result), "stage", string(st))
+				out.Changes = append(out.Changes, Change{Key: key, Stage: st, Result: res.result})
+				appliedObjects.WithLabelValues(key.Kind, string(res.result)).Inc()
+			}
+			if ok, why := Ready(res.live); !ok {
+				stageReady = false
+				if out.WaitingOn == "" {
+					out.WaitingOn = fmt.Sprintf("%s %s: %s", key.Kind, key.Name, why)
+				}
+			}
+		}
+		faultpoint.Hit("stage:" + string(st))
+		if st == stage.Monitoring {
+			out.MonitoringReached = true
+		}
+		if !stageReady {
+			allReady = false
+			if order.Barrier(st) {
+				log.V(1).Info("Waiting for stage to become ready", "stage", string(st), "order", order.Name, "waitingOn", out.WaitingOn)
+				return out, nil
+			}
+		}
+	}
+	out.Created = true
+	out.Ready = allReady
+	return out, nil
+}
+
+type applied struct {
+	result Result
+	live   *unstructured.Unstructured
+	err    error
+}
+
+// applyAll applies the objects of one stage concurrently and returns the
+// outcomes in the objects' order.
+func (a *Applier) applyAll(ctx context.Context, st stage.Stage, objs []client.Object) []applied {
+	out := make([]applied, len(objs))
+	sem := make(chan struct{}, Parallelism)
+	var wg sync.WaitGroup
+	for i, o := range objs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			res, live, err := a.Apply(ctx, o)
+			faultpoint.Hit("object:" + string(st))
+			out[i] = applied{result: res, live: live, err: err}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// Prune deletes what virtop created for the installation in installNS, of
+// the managed kinds, that want no longer holds, and returns what it
+// deleted. CRDs are never pruned: they may hold user data.
+func (a *Applier) Prune(ctx context.Context, kinds []schema.GroupVersionKind, installNS string, want map[strategy.Key]bool) ([]strategy.Key, error) {
+	log := logf.FromContext(ctx)
+	var pruned []strategy.Key
+	var errs []error
+	for _, gvk := range kinds {
+		if gvk.Kind == "CustomResourceDefinition" {
+			continue
+		}
+		objs, err := a.listManaged(ctx, gvk, installNS)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for i := range objs {
+			o := &objs[i]
+			key := strategy.Key{Group: gvk.Group, Kind: gvk.Kind, Namespace: o.GetNamespace(), Name: o.GetName()}
+			if want[key] {
+				continue
+			}
+			if err := a.Client.Delete(ctx, o, client.PropagationPolicy("Background")); client.IgnoreNotFound(err) != nil {
+				errs = append(errs, fmt.Errorf("prune %s: %w", key, err))
+				continue
+			}
+			a.Forget(key)
+			logFor(log, key).Info("Pruned object the install strategy no longer holds")
+			pruned = append(pruned, key)
+		}
+	}
+	return pruned, errors.Join(errs...)
+}
+
+// Remove deletes everything virtop created for the installation in
+// installNS, kind by kind in the order given (the removal order,
+// ownership.Kinds.Managed), except what keep says to keep; it waits for
+// the kinds that are removal barriers (stage.RemovalBarrier) to be gone
+// before it deletes the next. It returns how many objects remain, being
+// deleted included: the uninstall is done at zero.
+func (a *Applier) Remove(ctx context.Context, kinds []schema.GroupVersionKind, installNS string, keep func(context.Context, *unstructured.Unstructured) (bool, error)) (int, error) {
+	remaining := 0
+	var errs []error
+	for _, gvk := range kinds {
+		objs, err := a.listManaged(ctx, gvk, installNS)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for i := range objs {
+			o := &objs[i]
+			if keep != nil {
+				kept, err := keep(ctx, o)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				if kept {
+					continue
+				}
+			}
+			remaining++
+			if o.GetDeletionTimestamp() != nil {
+				continue
+			}
+			if err := a.Client.Delete(ctx, o, client.PropagationPolicy("Background")); client.IgnoreNotFound(err) != nil {
+				errs = append(errs, fmt.Errorf("delete %s %s: %w", gvk.Kind, o.GetName(), err))
+			}
+			a.Forget(strategy.Key{Group: gvk.Group, Kind: gvk.Kind, Namespace: o.GetNamespace(), Name: o.GetName()})
+		}
+		if remaining > 0 && stage.RemovalBarrier(gvk.Kind) {
+			break
+		}
+	}
+	return remaining, errors.Join(errs...)
+}
+
+// listManaged lists the live objects of a kind that virtop manages for the
+// installation in installNS (cluster-scoped ones, and namespaced ones
+// labelled for that namespace or not labelled at all), strategy
+// ConfigMaps aside. A kind the cluster does not serve has none.
+func (a *Applier) listManaged(ctx context.Context, gvk schema.GroupVersionKind, installNS string) ([]unstructured.Unstructured, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	// Kinds whose CRDs may go away (instancetypes: the uninstall deletes
+	// their CRDs) are listed from the API server by the operator's client
+	// (internal/operator's vanishingGuard), never through an informer that
+	// could wait forever for a removed API.
+	err := a.Client.List(ctx, list, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue})
+	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", gvk.Kind, err)
+	}
+	var out []unstructured.Unstructured
+	for _, o := range list.Items {
+		if _, isStrategy := o.GetLabels()[vocab.InstallStrategyLabel]; isStrategy {
+			continue
+		}
+		if ns, labelled := o.GetLabels()[vocab.InstallNamespaceLabel]; labelled && ns != installNS {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// logFor returns a logger for an object.
+func logFor(log logr.Logger, key strategy.Key) logr.Logger {
+	return log.WithValues("kind", key.Kind, "object", key.Namespace+"/"+key.Name)
+}

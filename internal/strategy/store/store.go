@@ -1,0 +1,268 @@
+// Package store resolves the install strategy of a deployment config and
+// keeps the strategy ConfigMaps of the install namespace: it remembers the
+// strategies it resolved, renders the versions of the operator's catalog
+// in process and writes their ConfigMap, loads the others from the
+// ConfigMap the dump-install-strategy Job writes (driving the Job while it
+// is missing), writes a ConfigMap again when someone deleted or changed
+// it, deletes one it cannot read so it is produced again, and collects the
+// ConfigMaps of old deployments. The controller calls Resolve and Collect.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/apply"
+	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/faultpoint"
+	"github.com/virtop-dev/virtop/internal/recent"
+	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/strategyjob"
+	"github.com/virtop-dev/virtop/internal/vocab"
+)
+
+var generationSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+	Name:    "virtop_strategy_generation_seconds",
+	Help:    "Time to render an install strategy in process.",
+	Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1},
+})
+
+func init() { metrics.Registry.MustRegister(Collectors()...) }
+
+// Collectors are the strategy store's metrics.
+func Collectors() []prometheus.Collector { return []prometheus.Collector{generationSeconds} }
+
+// Jobs runs the dump-install-strategy Job for versions outside the
+// catalog (strategyjob.Runner).
+type Jobs interface {
+	// Ensure makes progress towards the strategy ConfigMap of cfg; it is
+	// called while that ConfigMap is missing.
+	Ensure(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) (strategyjob.State, error)
+	// Done is called once the strategy of cfg has loaded from its
+	// ConfigMap, to delete finished Jobs.
+	Done(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) error
+}
+
+// Store resolves strategies. Its memory is its own: one Store per
+// operator process.
+type Store struct {
+	// Client reads (cached) and deletes the ConfigMaps.
+	Client client.Client
+	// Applier writes them, skipping a ConfigMap already as desired.
+	Applier *apply.Applier
+	// Catalog is what this operator renders in process.
+	Catalog catalog.Catalog
+	// Jobs runs the strategy Job; nil makes a version outside the catalog
+	// a configuration error.
+	Jobs Jobs
+	// Recorder emits events on the KubeVirt resource; nil disables them.
+	Recorder events.EventRecorder
+
+	strategies recent.Cache[string, *resolved]
+}
+
+// kept is how many strategies the Store remembers: the current and the
+// previous deployment's.
+const kept = 2
+
+type resolved struct {
+	strategy *strategy.Strategy
+	// configMap is the ConfigMap this process wrote (catalog versions),
+	// kept applied; nil for one the Job wrote.
+	configMap *corev1.ConfigMap
+}
+
+// Resolution is how the strategy of a config stands. Exactly one of
+// Strategy, Invalid and Pending is set.
+type Resolution struct {
+	// Strategy is the resolved strategy.
+	Strategy *strategy.Strategy
+	// Invalid is a problem with the config only the user can fix (a
+	// customizeComponents patch that does not apply, a version no strategy
+	// image can render).
+	Invalid error
+	// Pending says the strategy is being produced (the Job runs); Failed
+	// that an attempt failed (it is retried). RequeueAfter is when to look
+	// again.
+	Pending, Failed string
+	RequeueAfter    time.Duration
+}
+
+// Resolve returns the strategy of cfg for the KubeVirt resource kv: from
+// memory, from rendering in process (catalog versions) or from its
+// ConfigMap (written by the dump-install-strategy Job for other versions).
+// The ConfigMap is kept applied either way. An error is a failure to read
+// or write the cluster.
+func (s *Store) Resolve(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) (Resolution, error) {
+	if c := s.strategies.Get(cfg.ID); c != nil {
+		if c.configMap != nil {
+			if err := s.restore(ctx, kv, c.configMap); err != nil {
+				return Resolution{}, err
+			}
+		}
+		return Resolution{Strategy: c.strategy}, nil
+	}
+	if _, ok := s.Catalog.Lookup(cfg.Version); ok {
+		return s.render(ctx, kv, cfg)
+	}
+	return s.load(ctx, kv, cfg)
+}
+
+// restore writes again a ConfigMap this process stored, when someone
+// deleted or changed it, and says so.
+func (s *Store) restore(ctx context.Context, kv *kvv1.KubeVirt, cm *corev1.ConfigMap) error {
+	res, _, err := s.Applier.Apply(ctx, cm)
+	if err != nil || res == apply.Unchanged {
+		return err
+	}
+	// The events' action tells the two cases apart: events of one object,
+	// reason and action fold into one series.
+	found, action := "changed", "Update"
+	if res == apply.Created {
+		found, action = "deleted", "Create"
+	}
+	ctrl.LoggerFrom(ctx).Info("Restored install strategy ConfigMap", "configMap", cm.Name, "found", found)
+	if s.Recorder != nil {
+		s.Recorder.Eventf(kv, nil, corev1.EventTypeWarning, "StrategyRestored", action, "Install strategy ConfigMap %s was %s; wrote it again", cm.Name, found)
+	}
+	return nil
+}
+
+// render renders a catalog version in process and stores its ConfigMap.
+func (s *Store) render(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) (Resolution, error) {
+	start := time.Now()
+	st, err := strategy.Generate(cfg)
+	if err != nil {
+		// Rendering is pure: an error comes from the input (for example a
+		// customizeComponents patch), which only the user can fix.
+		return Resolution{Invalid: err}, nil
+	}
+	generationSeconds.Observe(time.Since(start).Seconds())
+	cm, err := st.ConfigMap(kv.Namespace)
+	if err != nil {
+		return Resolution{}, err
+	}
+	faultpoint.Hit("strategy:before-write")
+	res, _, err := s.Applier.Apply(ctx, cm)
+	faultpoint.Hit("strategy:after-write")
+	if err != nil {
+		return Resolution{}, fmt.Errorf("storing the install strategy: %w", err)
+	}
+	if res != apply.Unchanged {
+		ctrl.LoggerFrom(ctx).Info("Stored install strategy", "configMap", cm.Name, "version", cfg.Version, "objects", len(st.Objects))
+	}
+	s.strategies.Put(cfg.ID, &resolved{strategy: st, configMap: cm}, kept)
+	return Resolution{Strategy: st}, nil
+}
+
+// load reads the strategy of a version outside the catalog from the
+// ConfigMap the Job writes, and drives the Job while there is none. A
+// ConfigMap that cannot be read, or holds another deployment's strategy,
+// is deleted so the Job produces it again.
+func (s *Store) load(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) (Resolution, error) {
+	log := ctrl.LoggerFrom(ctx)
+	cm := &corev1.ConfigMap{}
+	err := s.Client.Get(ctx, client.ObjectKey{Namespace: kv.Namespace, Name: strategy.ConfigMapName(cfg.ID)}, cm)
+	switch {
+	case err == nil:
+		st, derr := strategy.FromConfigMap(cm)
+		if derr == nil && st.ID == cfg.ID {
+			s.strategies.Put(cfg.ID, &resolved{strategy: st}, kept)
+			if s.Jobs != nil {
+				if err := s.Jobs.Done(ctx, kv, cfg); err != nil {
+					log.Error(err, "Failed to delete finished install strategy Jobs")
+				}
+			}
+			return Resolution{Strategy: st}, nil
+		}
+		if derr == nil {
+			derr = fmt.Errorf("it is labelled for deployment %s", st.ID)
+		}
+		log.Info("Deleting unreadable install strategy ConfigMap; it will be produced again", "configMap", cm.Name, "reason", derr.Error())
+		if s.Recorder != nil {
+			s.Recorder.Eventf(kv, nil, corev1.EventTypeWarning, "StrategyCorrupt", "Delete", "Install strategy ConfigMap %s was unreadable (%v); producing it again", cm.Name, derr)
+		}
+		if err := s.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
+			return Resolution{}, err
+		}
+	case !apierrors.IsNotFound(err):
+		return Resolution{}, err
+	}
+	if s.Jobs == nil {
+		return Resolution{Invalid: fmt.Errorf("spec.imageTag: %w; set the operator's --strategy-image to a virtop image whose catalog has it",
+			&catalog.NotInCatalogError{Version: cfg.Version, Have: s.Catalog.Versions()})}, nil
+	}
+	state, err := s.Jobs.Ensure(ctx, kv, cfg)
+	if err != nil {
+		return Resolution{}, err
+	}
+	return Resolution{Pending: state.Pending, Failed: state.Failed, RequeueAfter: state.RequeueAfter}, nil
+}
+
+// Collect keeps the strategy ConfigMaps of the current and the previous
+// deployment of a namespace and deletes older ones; with no current ID
+// (an uninstall) it deletes them all.
+func (s *Store) Collect(ctx context.Context, namespace, currentID, previousID string) error {
+	var list corev1.ConfigMapList
+	if err := s.Client.List(ctx, &list, client.InNamespace(namespace), client.HasLabels{vocab.InstallStrategyLabel},
+		client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	if currentID != "" {
+		keep[strategy.ConfigMapName(currentID)] = true
+		if previousID != "" && previousID != currentID {
+			keep[strategy.ConfigMapName(previousID)] = true
+		} else if newest := newestOther(list.Items, keep); newest != "" {
+			// Once the rollout is recorded the observed ID is the current
+			// one; the previous strategy is then the newest other
+			// ConfigMap (by creation), kept for a rollback's diff.
+			keep[newest] = true
+		}
+	}
+	var errs []error
+	for i := range list.Items {
+		cm := &list.Items[i]
+		if keep[cm.Name] {
+			continue
+		}
+		if err := s.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ctrl.LoggerFrom(ctx).Info("Deleted old install strategy", "configMap", cm.Name)
+	}
+	return errors.Join(errs...)
+}
+
+// newestOther is the name of the newest ConfigMap (by creation, then
+// name) not kept already, or "".
+func newestOther(items []corev1.ConfigMap, keep map[string]bool) string {
+	var newest *corev1.ConfigMap
+	for i := range items {
+		cm := &items[i]
+		if keep[cm.Name] {
+			continue
+		}
+		if newest == nil || newest.CreationTimestamp.Before(&cm.CreationTimestamp) ||
+			(newest.CreationTimestamp.Equal(&cm.CreationTimestamp) && cm.Name > newest.Name) {
+			newest = cm
+		}
+	}
+	if newest == nil {
+		return ""
+	}
+	return newest.Name
+}

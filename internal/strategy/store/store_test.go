@@ -1,0 +1,342 @@
+package store_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/apply"
+	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/strategy/store"
+	"github.com/virtop-dev/virtop/internal/strategyjob"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
+	"github.com/virtop-dev/virtop/internal/vocab"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, testenv.Options{Scheme: scheme.New(), SkipVirtopCRDs: true}))
+}
+
+func newConfig(t *testing.T, ns, version string, mutate func(*kvv1.KubeVirt)) (*kvv1.KubeVirt, *config.DeploymentConfig) {
+	t.Helper()
+	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}
+	kv.Spec.ImageTag = version
+	if mutate != nil {
+		mutate(kv)
+	}
+	cfg, err := config.FromKubeVirt(kv, config.Settings{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv, cfg
+}
+
+// recordedEvents drains a fake recorder.
+func recordedEvents(rec *events.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func hasEvent(evs []string, parts ...string) bool {
+	return slices.ContainsFunc(evs, func(e string) bool {
+		for _, p := range parts {
+			if !strings.Contains(e, p) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// jobs plays the strategy Job runner: it counts the calls and returns a
+// fixed state.
+type jobs struct {
+	ensured, done int
+	state         strategyjob.State
+}
+
+func (j *jobs) Ensure(context.Context, *kvv1.KubeVirt, *config.DeploymentConfig) (strategyjob.State, error) {
+	j.ensured++
+	return j.state, nil
+}
+
+func (j *jobs) Done(context.Context, *kvv1.KubeVirt, *config.DeploymentConfig) error {
+	j.done++
+	return nil
+}
+
+// TestResolveCatalogVersion: a catalog version renders in process once;
+// its ConfigMap is written, and written again (with an event saying what
+// was found) when it is deleted or changed while the strategy is
+// remembered.
+func TestResolveCatalogVersion(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	rec := events.NewFakeRecorder(16)
+	s := &store.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: catalog.Builtin(), Recorder: rec}
+	kv, cfg := newConfig(t, ns, catalog.Default, nil)
+
+	res, err := s.Resolve(ctx, kv, cfg)
+	if err != nil || res.Strategy == nil || res.Strategy.ID != cfg.ID {
+		t.Fatalf("Resolve = %+v, %v; want the strategy of %s", res, err, cfg.ID)
+	}
+	key := client.ObjectKey{Namespace: ns, Name: strategy.ConfigMapName(cfg.ID)}
+	cm := &corev1.ConfigMap{}
+	if err := env.Client.Get(ctx, key, cm); err != nil {
+		t.Fatalf("the strategy ConfigMap was not written: %v", err)
+	}
+	if back, err := strategy.FromConfigMap(cm); err != nil || back.ID != cfg.ID || len(back.Objects) != len(res.Strategy.Objects) {
+		t.Fatalf("the ConfigMap does not hold the strategy: %v", err)
+	}
+	again, err := s.Resolve(ctx, kv, cfg)
+	if err != nil || again.Strategy != res.Strategy {
+		t.Errorf("a second Resolve rendered again (or failed: %v) instead of using the remembered strategy", err)
+	}
+	if evs := recordedEvents(rec); len(evs) != 0 {
+		t.Errorf("events while nothing was tampered with: %q", evs)
+	}
+
+	if err := env.Client.Delete(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Resolve(ctx, kv, cfg); err != nil {
+		t.Fatal(err)
+	}
+	restored := &corev1.ConfigMap{}
+	if err := env.Client.Get(ctx, key, restored); err != nil || restored.Data[vocab.ManifestsKey] != cm.Data[vocab.ManifestsKey] {
+		t.Fatalf("the deleted ConfigMap was not written again: %v", err)
+	}
+	if evs := recordedEvents(rec); !hasEvent(evs, "Warning", "StrategyRestored", "was deleted") {
+		t.Errorf("events %q, want a StrategyRestored warning saying it was deleted", evs)
+	}
+
+	base := restored.DeepCopy()
+	restored.Data[vocab.ManifestsKey] = "garbage"
+	if err := env.Client.Patch(ctx, restored, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Resolve(ctx, kv, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Get(ctx, key, restored); err != nil || restored.Data[vocab.ManifestsKey] != cm.Data[vocab.ManifestsKey] {
+		t.Fatalf("the changed ConfigMap was not written again: %v", err)
+	}
+	if evs := recordedEvents(rec); !hasEvent(evs, "Warning", "StrategyRestored", "was changed") {
+		t.Errorf("events %q, want a StrategyRestored warning saying it was changed", evs)
+	}
+}
+
+// TestResolveInvalid: a config that does not render is the user's to fix:
+// Invalid, no error, nothing written.
+func TestResolveInvalid(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	s := &store.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: catalog.Builtin()}
+	kv, cfg := newConfig(t, ns, catalog.Default, func(kv *kvv1.KubeVirt) {
+		kv.Spec.CustomizeComponents.Patches = []kvv1.CustomizeComponentsPatch{{ResourceName: "virt-api", ResourceType: "Deployment",
+			Type: kvv1.MergePatchType, Patch: `{"spec":{"replicaz":3}}`}}
+	})
+	res, err := s.Resolve(ctx, kv, cfg)
+	if err != nil || res.Strategy != nil || res.Invalid == nil || !strings.Contains(res.Invalid.Error(), "patches[0]") {
+		t.Fatalf("Resolve = %+v, %v; want Invalid naming patches[0]", res, err)
+	}
+	var list corev1.ConfigMapList
+	if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range list.Items {
+		if _, ok := cm.Labels[vocab.InstallStrategyLabel]; ok {
+			t.Errorf("strategy ConfigMap %s written for an invalid config", cm.Name)
+		}
+	}
+
+	// Outside the catalog and no Job to render it: Invalid too.
+	s = &store.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: restricted(t, "v1.5.0")}
+	kv, cfg = newConfig(t, ns, "v1.5.3", nil)
+	res, err = s.Resolve(ctx, kv, cfg)
+	if err != nil || res.Invalid == nil || !strings.Contains(res.Invalid.Error(), "--strategy-image") {
+		t.Fatalf("Resolve outside the catalog without Jobs = %+v, %v; want Invalid naming --strategy-image", res, err)
+	}
+}
+
+func restricted(t *testing.T, versions ...string) catalog.Catalog {
+	t.Helper()
+	c, err := catalog.Builtin().Restrict(versions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestResolveFromTheJob: a version outside the catalog waits for the Job
+// while its ConfigMap is missing, loads once the Job wrote it (and tells
+// the Job it is done), and deletes a ConfigMap it cannot read or that
+// holds another deployment's strategy, so the Job produces it again.
+func TestResolveFromTheJob(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	rec := events.NewFakeRecorder(16)
+	j := &jobs{state: strategyjob.State{Pending: "the Job runs", RequeueAfter: 15 * time.Second}}
+	newStore := func() *store.Store {
+		return &store.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: restricted(t, "v1.5.0"), Jobs: j, Recorder: rec}
+	}
+	s := newStore()
+	kv, cfg := newConfig(t, ns, "v1.5.3", nil)
+
+	res, err := s.Resolve(ctx, kv, cfg)
+	if err != nil || res.Strategy != nil || res.Pending != "the Job runs" || res.RequeueAfter != 15*time.Second || j.ensured != 1 {
+		t.Fatalf("Resolve without a ConfigMap = %+v, %v (Ensure called %d times); want the Job's state", res, err, j.ensured)
+	}
+
+	// The Job writes the ConfigMap.
+	want, err := strategy.Generate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := want.ConfigMap(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, cm.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	res, err = s.Resolve(ctx, kv, cfg)
+	if err != nil || res.Strategy == nil || res.Strategy.ID != cfg.ID || len(res.Strategy.Objects) != len(want.Objects) {
+		t.Fatalf("Resolve with the Job's ConfigMap = %+v, %v; want its strategy", res, err)
+	}
+	if j.done != 1 || j.ensured != 1 {
+		t.Errorf("Done called %d times, Ensure %d; want 1 and 1", j.done, j.ensured)
+	}
+	if again, _ := s.Resolve(ctx, kv, cfg); again.Strategy != res.Strategy || j.done != 1 {
+		t.Errorf("a second Resolve read the ConfigMap again instead of using the remembered strategy")
+	}
+
+	for name, corrupt := range map[string]func(*corev1.ConfigMap){
+		"unreadable": func(cm *corev1.ConfigMap) { cm.Data[vocab.ManifestsKey] = "not gzip+base64" },
+		"another deployment's": func(cm *corev1.ConfigMap) {
+			cm.Annotations[vocab.InstallStrategyIdentifierAnnotation] = "0123456789abcdef"
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			live := &corev1.ConfigMap{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cm), live); apierrors.IsNotFound(err) {
+				live = cm.DeepCopy()
+				corrupt(live)
+				if err := env.Client.Create(ctx, live); err != nil {
+					t.Fatal(err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			} else {
+				base := live.DeepCopy()
+				corrupt(live)
+				if err := env.Client.Patch(ctx, live, client.MergeFrom(base)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			recordedEvents(rec)
+			ensured := j.ensured
+			// A new process remembers nothing and finds the bad ConfigMap.
+			res, err := newStore().Resolve(ctx, kv, cfg)
+			if err != nil || res.Strategy != nil || res.Pending == "" || j.ensured != ensured+1 {
+				t.Fatalf("Resolve of a bad ConfigMap = %+v, %v; want it pending on the Job again", res, err)
+			}
+			err = env.Client.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{})
+			if !apierrors.IsNotFound(err) {
+				t.Errorf("the bad ConfigMap is still there (%v)", err)
+			}
+			if evs := recordedEvents(rec); !hasEvent(evs, "Warning", "StrategyCorrupt", cm.Name) {
+				t.Errorf("events %q, want a StrategyCorrupt warning naming %s", evs, cm.Name)
+			}
+		})
+	}
+}
+
+// TestCollect keeps the current and the previous strategy ConfigMaps —
+// the newest other one once the rollout is recorded — deletes older
+// ones, deletes every one on uninstall, and leaves alone ConfigMaps
+// virtop does not manage.
+func TestCollect(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	s := &store.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: catalog.Builtin()}
+	ids := []string{"aaaaaaaaaa01", "bbbbbbbbbb02", "cccccccccc03", "dddddddddd04"}
+	for i, id := range ids {
+		if i > 0 {
+			// Creation timestamps have a resolution of a second.
+			time.Sleep(1100 * time.Millisecond)
+		}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: strategy.ConfigMapName(id),
+			Labels: map[string]string{vocab.InstallStrategyLabel: "", vocab.ManagedByLabel: vocab.ManagedByValue}}}
+		if err := env.Client.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: strategy.ConfigMapName("eeeeeeeeee05"),
+		Labels: map[string]string{vocab.InstallStrategyLabel: ""}}}
+	if err := env.Client.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	left := func() []string {
+		var list corev1.ConfigMapList
+		if err := env.Client.List(ctx, &list, client.InNamespace(ns), client.HasLabels{vocab.InstallStrategyLabel}); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, cm := range list.Items {
+			out = append(out, cm.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	names := func(ids ...string) []string {
+		var out []string
+		for _, id := range ids {
+			out = append(out, strategy.ConfigMapName(id))
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, step := range []struct {
+		what              string
+		current, previous string
+		want              []string
+	}{
+		// Rolled out: the newest other ConfigMap is the previous one.
+		{"after a rollout", ids[1], ids[1], names(ids[1], ids[3], "eeeeeeeeee05")},
+		// Updating from ids[3]: the one before that goes.
+		{"during an update", ids[0], ids[3], names(ids[3], "eeeeeeeeee05")},
+		{"uninstall", "", "", names("eeeeeeeeee05")},
+	} {
+		if err := s.Collect(ctx, ns, step.current, step.previous); err != nil {
+			t.Fatal(err)
+		}
+		if got := left(); !slices.Equal(got, step.want) {
+			t.Fatalf("%s: left %v, want %v", step.what, got, step.want)
+		}
+	}
+}
