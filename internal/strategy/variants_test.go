@@ -329,4 +329,3 @@ func TestEveryNamedTransformExists(t *testing.T) {
 		}
 	}
 }
-
