@@ -17,6 +17,7 @@ import (
 	"sync"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -254,6 +255,13 @@ func virtopAsApplied(t *testing.T, s *strategy.Strategy, cfg *config.DeploymentC
 			ServiceMonitorAPI: true, PrometheusRuleAPI: true,
 			Accounts: []types.NamespacedName{{Namespace: "monitoring", Name: "prometheus-k8s"}},
 		})
+	}
+	// A fresh installation: virt-handler's staged TLS rollout starts in
+	// its final form.
+	for _, o := range p.Objects {
+		if ds, ok := o.(*appsv1.DaemonSet); ok {
+			plan.StageHandlerTLS(ds, nil)
+		}
 	}
 	for _, o := range p.Objects {
 		ann := o.GetAnnotations()

@@ -2,9 +2,11 @@ package strategy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtop-dev/virtop/internal/components"
@@ -56,7 +58,12 @@ func UpstreamVersion(objs []client.Object) string {
 // (injectOperatorMetadata; objects also the KubeVirt resource's generation,
 // taken as 0, the dump's); Deployments get the infra placement (by default
 // the control-plane one) and DaemonSets the workloads placement
-// (InjectPlacementMetadata). The config's version must be in the catalog.
+// (InjectPlacementMetadata); a virt-handler DaemonSet labelled
+// kubevirt.io/supports-migration-cn-types is created in its final TLS form,
+// --migration-cn-types migration appended to its arguments and the old
+// client certificate volume kubevirt-virt-handler-certs removed (apps.go,
+// syncDaemonSet's create path: the strategy is a fresh installation's). The
+// config's version must be in the catalog.
 func AsAppliedByUpstream(objs []client.Object, cfg *config.DeploymentConfig) ([]client.Object, error) {
 	rel, ok := release.Lookup(cfg.Version)
 	if !ok {
@@ -78,6 +85,7 @@ func AsAppliedByUpstream(objs []client.Object, cfg *config.DeploymentConfig) ([]
 		case *appsv1.DaemonSet:
 			w.Spec.Template.Labels, w.Spec.Template.Annotations = upstreamStamps(cfg, w.Spec.Template.Labels, w.Spec.Template.Annotations, false)
 			components.PlacePod(&w.Spec.Template.Spec, cfg.Workloads, config.Placement{})
+			upstreamCreateTLS(w)
 		}
 		out = append(out, o)
 	}
@@ -109,4 +117,22 @@ func upstreamStamps(cfg *config.DeploymentConfig, labels, ann map[string]string,
 		ann[UpstreamGenerationAnnotation] = "0"
 	}
 	return labels, ann
+}
+
+// upstreamCreateTLS is upstream's create path for a virt-handler that can
+// validate migration peers (apps.go: supportsTLS, insertTLS,
+// unattachCertificateSecret), written out here so the comparison does not
+// take the facts from the code it checks (internal/plan's staged rollout).
+func upstreamCreateTLS(ds *appsv1.DaemonSet) {
+	if ds.Labels["kubevirt.io/supports-migration-cn-types"] != "true" || len(ds.Spec.Template.Spec.Containers) == 0 {
+		return
+	}
+	c := &ds.Spec.Template.Spec.Containers[0]
+	if !slices.ContainsFunc(c.Args, func(a string) bool { return strings.Contains(a, "migration-cn-types") }) {
+		c.Args = append(c.Args, "--migration-cn-types", "migration")
+	}
+	const old = "kubevirt-virt-handler-certs"
+	pod := &ds.Spec.Template.Spec
+	pod.Volumes = slices.DeleteFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == old })
+	c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == old })
 }
