@@ -156,6 +156,14 @@ func TestExternalNetResourceInjection(t *testing.T) {
 	if !nadRule(off) {
 		t.Fatal("v1.9.0 with ExternalNetResourceInjection disabled lacks the network-attachment-definitions rule")
 	}
+	// v1.8.4 turns no Beta gate on by default: the rule is there unless
+	// the gate is listed.
+	if !nadRule(render(t, "v1.8.4", config.Settings{}, nil)) {
+		t.Error("v1.8.4 lacks the network-attachment-definitions rule by default")
+	}
+	if nadRule(render(t, "v1.8.4", config.Settings{}, gates([]string{"ExternalNetResourceInjection"}, nil))) {
+		t.Error("v1.8.4 with ExternalNetResourceInjection listed keeps the network-attachment-definitions rule")
+	}
 	rules := off.Find("ClusterRole", "", "kubevirt-controller").(*rbacv1.ClusterRole).Rules
 	if last := rules[len(rules)-1]; !slices.Equal(last.Verbs, []string{"get"}) || !slices.Equal(last.APIGroups, []string{"k8s.cni.cncf.io"}) {
 		t.Errorf("the rule is not upstream's, last: %+v", last)
@@ -188,6 +196,15 @@ func TestOptOutRoleAggregation(t *testing.T) {
 	// ClusterRole, virt-template's included.
 	if yes, no := aggregated(render(t, "v1.9.0", config.Settings{}, manual)); yes != 0 || no != 11 {
 		t.Errorf("Manual: %d aggregate-to labels true, %d false; want 0 and 11", yes, no)
+	}
+	// In v1.8.4 the gate is Alpha: Manual needs it listed (config
+	// validation refuses Manual without it) and there is no virt-template.
+	listedManual := func(kv *kvv1.KubeVirt) {
+		gates([]string{"OptOutRoleAggregation"}, nil)(kv)
+		manual(kv)
+	}
+	if yes, no := aggregated(render(t, "v1.8.4", config.Settings{}, listedManual)); yes != 0 || no != 3 {
+		t.Errorf("v1.8.4 Manual: %d aggregate-to labels true, %d false; want 0 and 3", yes, no)
 	}
 }
 
@@ -258,6 +275,12 @@ func TestConfiguredHypervisor(t *testing.T) {
 		{"hyperv-direct without the gate", hv(false), "kvm", "kvm"},
 		{"hyperv-direct", hv(true), "hyperv", "mshv"},
 	} {
+		for _, v := range []string{"v1.8.4", "v1.9.0"} {
+			e := env(render(t, v, config.Settings{}, c.mutate))
+			if e["PREFERRED_VIRTTYPE"] != c.virtType || e["HYPERVISOR_DEVICE"] != c.device {
+				t.Errorf("%s %s: node labeller env %v, want %s/%s", v, c.name, e, c.virtType, c.device)
+			}
+		}
 		e := env(render(t, "v1.9.0", config.Settings{}, c.mutate))
 		if e["PREFERRED_VIRTTYPE"] != c.virtType || e["HYPERVISOR_DEVICE"] != c.device {
 			t.Errorf("%s: node labeller env %v, want %s/%s", c.name, e, c.virtType, c.device)
