@@ -190,6 +190,66 @@ type KubeVirtConfiguration struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	VirtualMachineInstancesPerNode *int `json:"virtualMachineInstancesPerNode,omitempty"`
+	// VirtTemplateDeployment turns virt-template (KubeVirt v1.9.0: its two
+	// Deployments, CRDs, APIServices and admission) off while the Template
+	// feature gate is on; enabling it needs the gate.
+	// +optional
+	VirtTemplateDeployment *VirtTemplateDeployment `json:"virtTemplateDeployment,omitempty"`
+	// PersistentReservationConfiguration, when it says enabled or not,
+	// decides whether virt-handler runs the pr-helper container (v1.9.0);
+	// unset, the PersistentReservation feature gate listed decides.
+	// +optional
+	PersistentReservationConfiguration *PersistentReservationConfiguration `json:"persistentReservationConfiguration,omitempty"`
+	// RoleAggregationStrategy Manual (with the OptOutRoleAggregation
+	// feature gate) keeps KubeVirt's ClusterRoles out of the default admin,
+	// edit and view roles: their aggregate-to-* labels say "false".
+	// +kubebuilder:validation:Enum=AggregateToDefault;Manual
+	// +optional
+	RoleAggregationStrategy *RoleAggregationStrategy `json:"roleAggregationStrategy,omitempty"`
+	// Hypervisors names the nodes' hypervisor; with the
+	// ConfigurableHypervisor feature gate its one entry (upstream allows one) tells
+	// virt-handler's node labeller what to look for (kvm by default).
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1
+	// +optional
+	Hypervisors []HypervisorConfiguration `json:"hypervisors,omitempty"`
+}
+
+// VirtTemplateDeployment controls virt-template's deployment.
+type VirtTemplateDeployment struct {
+	// Enabled deploys virt-template; default true while the Template
+	// feature gate is on.
+	// +nullable
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+}
+
+// PersistentReservationConfiguration controls the pr-helper container.
+type PersistentReservationConfiguration struct {
+	// Enabled runs pr-helper beside virt-handler.
+	// +nullable
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+}
+
+// RoleAggregationStrategy says whether KubeVirt's ClusterRoles aggregate
+// into the default roles.
+type RoleAggregationStrategy string
+
+const (
+	// RoleAggregationStrategyAggregateToDefault keeps the aggregate-to-*
+	// labels (the default).
+	RoleAggregationStrategyAggregateToDefault RoleAggregationStrategy = "AggregateToDefault"
+	// RoleAggregationStrategyManual sets them to "false".
+	RoleAggregationStrategyManual RoleAggregationStrategy = "Manual"
+)
+
+// HypervisorConfiguration names a hypervisor.
+type HypervisorConfiguration struct {
+	// Name is kvm or hyperv-direct.
+	// +kubebuilder:validation:Enum=kvm;hyperv-direct
+	// +optional
+	Name string `json:"name,omitempty"`
 }
 
 // MigrationConfiguration is the part of the migration settings virtop reads.

@@ -13,7 +13,7 @@ import (
 )
 
 // Default is the version installed when the KubeVirt resource names none.
-const Default = "v1.5.3"
+const Default = "v1.9.0"
 
 // Release describes what differs between catalog versions.
 type Release struct {

@@ -26,10 +26,13 @@ func runDiffCLI(t *testing.T, args ...string) (code int, stdout, stderr string) 
 	return code, out.String(), errOut.String()
 }
 
-// dumpTo writes `virtop dump args...` to a file in dir.
+// diffVersion is the version the diff tests dump and compare with.
+const diffVersion = "v1.5.3"
+
+// dumpTo writes `virtop dump --version v1.5.3 args...` to a file in dir.
 func dumpTo(t *testing.T, dir, name string, args ...string) string {
 	t.Helper()
-	code, out, errOut := runDiffCLI(t, append([]string{"dump"}, args...)...)
+	code, out, errOut := runDiffCLI(t, append([]string{"dump", "--version", diffVersion}, args...)...)
 	if code != 0 {
 		t.Fatalf("dump %v: exit %d: %s", args, code, errOut)
 	}

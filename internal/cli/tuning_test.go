@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -134,7 +135,9 @@ func TestRulesTuning(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("rules test: exit %d: %s%s", code, out, errOut)
 	}
-	if !strings.Contains(out, "FAIL testdata/v1.5.3/nodes.yaml") {
+	// (the default release's nodes tests live with the release that last
+	// changed them)
+	if !regexp.MustCompile(`FAIL testdata/v[0-9.]+/nodes\.yaml`).MatchString(out) {
 		t.Errorf("no LowKVMNodesCount test (nodes.yaml) failed:\n%s", out)
 	}
 

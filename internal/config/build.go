@@ -11,10 +11,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/release"
 )
 
 // Settings are the operator's own settings that shape the strategy.
@@ -115,6 +117,19 @@ func FromKubeVirt(kv *kvv1.KubeVirt, s Settings) (*DeploymentConfig, error) {
 			c.PassthroughEnv[k] = v
 		}
 	}
+	if v := spec.Configuration.VirtTemplateDeployment; v != nil && v.Enabled != nil {
+		c.VirtTemplateDeployment = ptr.To(*v.Enabled)
+	}
+	if p := spec.Configuration.PersistentReservationConfiguration; p != nil && p.Enabled != nil {
+		c.PersistentReservation = ptr.To(*p.Enabled)
+	}
+	if s := spec.Configuration.RoleAggregationStrategy; s != nil {
+		c.RoleAggregationStrategy = string(*s)
+	}
+	if hs := spec.Configuration.Hypervisors; len(hs) > 0 {
+		// Upstream reads only the first entry (GetHypervisorFromKvConfig).
+		c.Hypervisor = hs[0].Name
+	}
 	if ci := spec.Configuration.CommonInstancetypesDeployment; ci != nil && ci.Enabled != nil {
 		c.CommonInstancetypes = *ci.Enabled
 	}
@@ -204,6 +219,13 @@ func Normalize(c *DeploymentConfig) {
 	}
 	c.FeatureGates = sortedSet(c.FeatureGates)
 	c.DisabledFeatureGates = sortedSet(c.DisabledFeatureGates)
+	// The defaults of these settings mean the same as leaving them unset.
+	if c.RoleAggregationStrategy == RoleAggregationToDefault {
+		c.RoleAggregationStrategy = ""
+	}
+	if c.Hypervisor == HypervisorKVM {
+		c.Hypervisor = ""
+	}
 	if len(c.PassthroughEnv) == 0 {
 		c.PassthroughEnv = nil
 	}
@@ -373,6 +395,19 @@ func Validate(c *DeploymentConfig) error {
 	if err := validateCustomize(c.Customize); err != nil {
 		return err
 	}
+	switch c.RoleAggregationStrategy {
+	case "", RoleAggregationToDefault, RoleAggregationManual:
+	default:
+		return fieldErr("spec.configuration.roleAggregationStrategy", c.RoleAggregationStrategy, "must be %s or %s", RoleAggregationToDefault, RoleAggregationManual)
+	}
+	switch c.Hypervisor {
+	case "", HypervisorKVM, HypervisorHyperVDirect:
+	default:
+		return fieldErr("spec.configuration.hypervisors[0].name", c.Hypervisor, "must be %s or %s", HypervisorKVM, HypervisorHyperVDirect)
+	}
+	if err := validateGatedSettings(c); err != nil {
+		return err
+	}
 	cert := c.Certificates
 	if cert.CARenewBefore.Duration <= 0 || cert.CARenewBefore.Duration >= cert.CADuration.Duration {
 		return fieldErr("spec.certificateRotateStrategy.selfSigned.ca.renewBefore", cert.CARenewBefore.Duration.String(), "must be positive and shorter than the CA duration %s", cert.CADuration.Duration)
@@ -384,6 +419,48 @@ func Validate(c *DeploymentConfig) error {
 		return fieldErr("spec.certificateRotateStrategy.selfSigned.server.duration", cert.ServerDuration.Duration.String(), "must not be longer than the CA duration %s", cert.CADuration.Duration)
 	}
 	return nil
+}
+
+// Values of the settings that select variants, as the KubeVirt API spells
+// them.
+const (
+	RoleAggregationToDefault = "AggregateToDefault"
+	RoleAggregationManual    = "Manual"
+	HypervisorKVM            = "kvm"
+	HypervisorHyperVDirect   = "hyperv-direct"
+)
+
+// validateGatedSettings refuses, as upstream's KubeVirt admission does from
+// v1.8 (kubevirt-update-admitter.go: validateVirtTemplateDeployment,
+// validateRoleAggregationStrategy), a setting whose feature gate is off in
+// the release: virt-template enabled without the Template gate, Manual role
+// aggregation without OptOutRoleAggregation. A release that has no such
+// gate, or one outside the data, is not checked: its operator ignores the
+// setting.
+func validateGatedSettings(c *DeploymentConfig) error {
+	rel, ok := release.Lookup(c.Version)
+	if !ok {
+		return nil
+	}
+	needs := func(gate string) bool {
+		_, known := rel.FeatureGates[gate]
+		return known && !rel.GateEnabled(gate, c.FeatureGates, c.DisabledFeatureGates)
+	}
+	if c.VirtTemplateDeployment != nil && *c.VirtTemplateDeployment && needs("Template") {
+		return fieldErr("spec.configuration.virtTemplateDeployment.enabled", "true", "virt-template cannot be enabled without the Template feature gate (%s)", gateState(rel, "Template"))
+	}
+	if c.RoleAggregationStrategy == RoleAggregationManual && needs("OptOutRoleAggregation") {
+		return fieldErr("spec.configuration.roleAggregationStrategy", c.RoleAggregationStrategy, "Manual needs the OptOutRoleAggregation feature gate (%s)", gateState(rel, "OptOutRoleAggregation"))
+	}
+	return nil
+}
+
+func gateState(rel *release.Release, gate string) string {
+	m := rel.FeatureGates[gate]
+	if m == release.Beta && rel.BetaGatesOnByDefault {
+		return fmt.Sprintf("Beta in %s, on unless listed in disabledFeatureGates", rel.Version)
+	}
+	return fmt.Sprintf("%s in %s: list it in featureGates", m, rel.Version)
 }
 
 func validatePlacement(field string, p Placement) error {

@@ -115,6 +115,20 @@ type DeploymentConfig struct {
 	// the prefix stripped, handed to every component and the strategy Job,
 	// as upstream does (distributions use it for proxy settings).
 	PassthroughEnv map[string]string `json:"passthroughEnv,omitempty"`
+
+	// The KubeVirt settings that select a release's variants
+	// (internal/release, Condition.Setting), each nil or empty when unset
+	// so a config that sets none hashes as before they existed.
+
+	// VirtTemplateDeployment is spec.configuration.virtTemplateDeployment.enabled.
+	VirtTemplateDeployment *bool `json:"virtTemplateDeployment,omitempty"`
+	// PersistentReservation is
+	// spec.configuration.persistentReservationConfiguration.enabled.
+	PersistentReservation *bool `json:"persistentReservation,omitempty"`
+	// RoleAggregationStrategy is spec.configuration.roleAggregationStrategy.
+	RoleAggregationStrategy string `json:"roleAggregationStrategy,omitempty"`
+	// Hypervisor is the name of spec.configuration.hypervisors[0].
+	Hypervisor string `json:"hypervisor,omitempty"`
 }
 
 // PassthroughEnvPrefix marks the operator environment variables that are

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -76,7 +78,11 @@ func (r *Reconciler) plan(ctx context.Context, s *scope) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	p, err := plan.Build(s.strategy.Strategy, s.cfg, caps, plan.Options{Tuning: s.tuning.input, Certificates: live, Adjust: r.AdjustObject})
+	handler, err := r.liveHandler(ctx, s.kv.Namespace)
+	if err != nil {
+		return false, err
+	}
+	p, err := plan.Build(s.strategy.Strategy, s.cfg, caps, plan.Options{Tuning: s.tuning.input, Certificates: live, Adjust: r.AdjustObject, HandlerTLS: handler})
 	s.tuning.planned(ctx, p)
 	if err != nil {
 		return false, err
@@ -85,6 +91,20 @@ func (r *Reconciler) plan(ctx context.Context, s *scope) (bool, error) {
 	setMonitoringGate(p.Monitoring)
 	r.reportCertificates(ctx, s.kv, p.Certificates)
 	return true, nil
+}
+
+// liveHandler reads the live virt-handler DaemonSet for the staged TLS
+// rollout (none yet: a fresh install).
+func (r *Reconciler) liveHandler(ctx context.Context, ns string) (*plan.HandlerTLSInput, error) {
+	ds := &appsv1.DaemonSet{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: vocab.VirtHandler}, ds)
+	switch {
+	case apierrors.IsNotFound(err):
+		return &plan.HandlerTLSInput{}, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading the virt-handler DaemonSet: %w", err)
+	}
+	return &plan.HandlerTLSInput{Live: ds}, nil
 }
 
 // apply applies the plan stage by stage, in the update order when an
@@ -115,6 +135,11 @@ func (r *Reconciler) apply(ctx context.Context, s *scope) (bool, error) {
 		return false, nil
 	}
 	s.requeueAfter = lowestNonZero(out.RequeueAfter, monitoringRecheck(s.plan.Monitoring))
+	if h := s.plan.HandlerTLS; h != nil && !h.Done() {
+		// The next step of virt-handler's TLS rollout follows its pods'
+		// readiness (watch events); the requeue is a safety net.
+		s.requeueAfter = lowestNonZero(s.requeueAfter, 30*time.Second)
+	}
 	if c := s.plan.Certificates; c != nil {
 		s.requeueAfter = lowestNonZero(s.requeueAfter, c.RequeueAfter(r.now().Time))
 	}

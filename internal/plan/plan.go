@@ -79,6 +79,9 @@ type Plan struct {
 	// Certificates is what the certificate step decided; nil when
 	// Options.Certificates was.
 	Certificates *certs.Report
+	// HandlerTLS is the step of virt-handler's staged TLS rollout; nil
+	// when Options.HandlerTLS was.
+	HandlerTLS *HandlerTLS
 }
 
 // Options are the inputs of a plan beyond the strategy, its config and
@@ -96,6 +99,17 @@ type Options struct {
 	// example to point the operator's webhook at a host process by URL);
 	// it must be pure and return the object itself or a changed copy.
 	Adjust func(client.Object) client.Object
+	// HandlerTLS, when set, stages virt-handler's TLS rollout against the
+	// live DaemonSet (StageHandlerTLS); unset, virt-handler stays as the
+	// strategy renders it (the form upstream's strategy holds).
+	HandlerTLS *HandlerTLSInput
+}
+
+// HandlerTLSInput is the input of the staged virt-handler TLS rollout.
+type HandlerTLSInput struct {
+	// Live is the virt-handler DaemonSet on the cluster, nil when there is
+	// none (a fresh install).
+	Live *appsv1.DaemonSet
 }
 
 // Certificates are the inputs of the certificate step.
@@ -127,6 +141,10 @@ func Build(s *strategy.Strategy, cfg *config.DeploymentConfig, caps Capabilities
 		// them in.
 		if _, isCRD := o.(*apiextv1.CustomResourceDefinition); !isCRD {
 			o = o.DeepCopyObject().(client.Object)
+		}
+		if ds, ok := o.(*appsv1.DaemonSet); ok && ds.Name == vocab.VirtHandler && opts.HandlerTLS != nil {
+			h := StageHandlerTLS(ds, opts.HandlerTLS.Live)
+			p.HandlerTLS = &h
 		}
 		if d, ok := o.(*appsv1.Deployment); ok {
 			sizeDeployment(d, cfg, caps)

@@ -96,29 +96,62 @@ type Certificate struct {
 // virtop's Job.
 const CertificateAnnotation = "virtop.dev/certificate"
 
-// GatedObject selects objects a release renders only with a feature gate
-// on: by kind and name, or every object carrying an annotation.
+// Condition is when a release renders something the reference dump, made
+// for the minimal KubeVirt resource, does not show (or shows and the
+// resource can turn off): a feature gate's state, image pull secrets, a
+// KubeVirt setting's value, or both. Every part given must hold.
+type Condition struct {
+	// FeatureGate on, by the release's maturity model (see GateEnabled).
+	FeatureGate string `json:"featureGate,omitempty"`
+	// Listed: the gate must be listed in the KubeVirt resource's
+	// featureGates, whatever its maturity (upstream checks the list).
+	Listed bool `json:"listed,omitempty"`
+	// WhileOff inverts FeatureGate: the gate must be off (for what
+	// upstream renders while a gate the minimal resource has on is off).
+	WhileOff bool `json:"whileOff,omitempty"`
+	// ImagePullSecrets: the KubeVirt resource names image pull secrets.
+	ImagePullSecrets bool `json:"imagePullSecrets,omitempty"`
+	// Setting names a KubeVirt setting (Settings lists them) that must
+	// have Value; an unset setting has its default.
+	Setting string `json:"setting,omitempty"`
+	Value   string `json:"value,omitempty"`
+	// SettingDecides: a setting the resource sets decides alone, ignoring
+	// FeatureGate; unset, FeatureGate decides (upstream's
+	// persistentReservationConfiguration.enabled over the gate's list).
+	SettingDecides bool `json:"settingDecides,omitempty"`
+}
+
+// Settings are the KubeVirt settings a Condition may name, with the value
+// each has when the resource leaves it unset ("" for one whose absence
+// means "not set", which only SettingDecides conditions tell apart).
+var Settings = map[string]string{
+	"virtTemplateDeployment.enabled":             "true",
+	"persistentReservationConfiguration.enabled": "",
+	"roleAggregationStrategy":                    "AggregateToDefault",
+	"hypervisor":                                 "kvm",
+}
+
+// GatedObject selects objects a release renders only while a condition
+// holds: by kind and name, or every object carrying an annotation.
+// Upstream renders them for the minimal resource and deletes them, or
+// leaves them out of the strategy, otherwise.
 type GatedObject struct {
-	Kind        string `json:"kind,omitempty"`
-	Name        string `json:"name,omitempty"`
-	Annotation  string `json:"annotation,omitempty"`
-	FeatureGate string `json:"featureGate"`
+	Kind       string `json:"kind,omitempty"`
+	Name       string `json:"name,omitempty"`
+	Annotation string `json:"annotation,omitempty"`
+	Condition  `json:",inline"`
 }
 
 // Variant is a change to the release's objects that the KubeVirt resource
-// turns on, by a feature gate or by image pull secrets: a patch per object,
-// read from upstream's source at the tag because the reference dump, made
-// for the minimal resource, does not show it. Variants apply in their
-// order.
+// turns on: patches per object (File), objects added (Objects) or a named
+// transform of the mechanism (Transform, internal/strategy), read from
+// upstream's source at the tag because the reference dump, made for the
+// minimal resource, does not show it. Variants apply in their order.
 type Variant struct {
-	// FeatureGate on (by the release's maturity model) turns it on.
-	FeatureGate string `json:"featureGate,omitempty"`
-	// Listed: the variant needs the gate listed in the KubeVirt resource's
-	// featureGates, whatever its maturity (upstream checks the list).
-	Listed bool `json:"listed,omitempty"`
-	// ImagePullSecrets: the KubeVirt resource names image pull secrets.
-	ImagePullSecrets bool   `json:"imagePullSecrets,omitempty"`
-	File             string `json:"file"`
+	Condition `json:",inline"`
+	File      string `json:"file,omitempty"`
+	Objects   string `json:"objects,omitempty"`
+	Transform string `json:"transform,omitempty"`
 }
 
 // Image is a component image. Version is empty for images tagged with the

@@ -2,6 +2,7 @@ package release
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -68,15 +69,30 @@ func TestEveryReleaseResolves(t *testing.T) {
 					t.Errorf("Secret %s has no certificate spec", s)
 				}
 			}
-			for _, g := range r.GatedObjects {
-				if _, ok := r.FeatureGates[g.FeatureGate]; !ok {
-					t.Errorf("gated object %+v: no feature gate %s in this release", g, g.FeatureGate)
+			checkCondition := func(what string, c Condition) {
+				if _, ok := r.FeatureGates[c.FeatureGate]; c.FeatureGate != "" && !ok {
+					t.Errorf("%s: no feature gate %s in this release", what, c.FeatureGate)
 				}
-				if g.Kind != "" && !hasName(ts, g.Kind, g.Name) {
+				if _, ok := Settings[c.Setting]; c.Setting != "" && !ok {
+					t.Errorf("%s: unknown setting %q", what, c.Setting)
+				}
+				if c.FeatureGate == "" && !c.ImagePullSecrets && c.Setting == "" {
+					t.Errorf("%s: a condition that always holds", what)
+				}
+			}
+			for _, g := range r.GatedObjects {
+				checkCondition(fmt.Sprintf("gated object %+v", g), g.Condition)
+				// Monitoring objects are rendered in code, not from the
+				// templates.
+				if g.Kind != "" && g.Kind != "PrometheusRule" && !hasName(ts, g.Kind, g.Name) {
 					t.Errorf("gated object %s/%s is not in the release", g.Kind, g.Name)
 				}
 			}
 			for _, vr := range r.Variants {
+				checkCondition(fmt.Sprintf("variant %+v", vr), vr.Condition)
+				if vr.File == "" && vr.Objects == "" && vr.Transform == "" {
+					t.Errorf("variant %+v changes nothing", vr)
+				}
 				cs, err := r.VariantPatches(vr)
 				if err != nil {
 					t.Fatalf("variant %s: %v", vr.File, err)
@@ -84,6 +100,15 @@ func TestEveryReleaseResolves(t *testing.T) {
 				for _, c := range cs {
 					if !keys[c.Key] {
 						t.Errorf("variant %s: %s is not in the release", vr.File, c.Key)
+					}
+				}
+				objs, err := r.VariantObjects(vr)
+				if err != nil {
+					t.Fatalf("variant %s: %v", vr.Objects, err)
+				}
+				for _, o := range objs {
+					if keys[o.Key] {
+						t.Errorf("variant %s adds %s, which the release has", vr.Objects, o.Key)
 					}
 				}
 			}

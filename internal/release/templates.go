@@ -391,14 +391,24 @@ func parsedSchema(file string) (*apiextv1.JSONSchemaProps, error) {
 	})
 }
 
+// readInherited reads a file of the release's directory or, when it has
+// none, of the nearest base that has it.
+func (r *Release) readInherited(file string) ([]byte, error) {
+	raw, err := dataFS.ReadFile(path.Join(r.dir(), file))
+	for cur := r; errors.Is(err, fs.ErrNotExist) && cur.Base != ""; {
+		cur, _ = Lookup(cur.Base)
+		raw, err = dataFS.ReadFile(path.Join(cur.dir(), file))
+	}
+	return raw, err
+}
+
 // VariantPatches returns the patches of a variant, one per object, from
 // the release's directory or, when it has no such file, its base's.
 func (r *Release) VariantPatches(v Variant) ([]Change, error) {
-	raw, err := dataFS.ReadFile(path.Join(r.dir(), v.File))
-	for cur := r; errors.Is(err, fs.ErrNotExist) && cur.Base != ""; {
-		cur, _ = Lookup(cur.Base)
-		raw, err = dataFS.ReadFile(path.Join(cur.dir(), v.File))
+	if v.File == "" {
+		return nil, nil
 	}
+	raw, err := r.readInherited(v.File)
 	if err != nil {
 		return nil, err
 	}
@@ -415,6 +425,23 @@ func (r *Release) VariantPatches(v Variant) ([]Change, error) {
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// VariantObjects returns the objects a variant adds, as templates, from
+// the release's directory or its base's.
+func (r *Release) VariantObjects(v Variant) ([]*Template, error) {
+	if v.Objects == "" {
+		return nil, nil
+	}
+	raw, err := r.readInherited(v.Objects)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := ParseTemplates(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", v.Objects, err)
+	}
+	return ts, nil
 }
 
 // ApplyChange applies one change to a template (for variants).

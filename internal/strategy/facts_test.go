@@ -74,9 +74,12 @@ var v153Objects = map[string][]string{
 	"Route":                            {"virt-exportproxy"},
 }
 
+// generateFor renders v1.5.3, whose facts this file holds, unless mutate
+// names another version.
 func generateFor(t testing.TB, mutate func(*kvv1.KubeVirt)) *Strategy {
 	t.Helper()
 	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: "kubevirt"}}
+	kv.Spec.ImageTag = "v1.5.3"
 	if mutate != nil {
 		mutate(kv)
 	}

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -229,6 +231,11 @@ func compareWithReference(t *testing.T, dir string, c fidelityCase) (diff.Result
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, o := range theirs {
+		if ds, ok := o.(*appsv1.DaemonSet); ok {
+			upstreamCreateTLS(ds)
+		}
+	}
 	return diff.Options{ShowStamps: true}.Compare(theirs, ours), len(theirs)
 }
 
@@ -255,6 +262,13 @@ func virtopAsApplied(t *testing.T, s *strategy.Strategy, cfg *config.DeploymentC
 			Accounts: []types.NamespacedName{{Namespace: "monitoring", Name: "prometheus-k8s"}},
 		})
 	}
+	// A fresh installation: virt-handler's staged TLS rollout starts in
+	// its final form.
+	for _, o := range p.Objects {
+		if ds, ok := o.(*appsv1.DaemonSet); ok {
+			plan.StageHandlerTLS(ds, nil)
+		}
+	}
 	for _, o := range p.Objects {
 		ann := o.GetAnnotations()
 		for k := range ann {
@@ -265,4 +279,23 @@ func virtopAsApplied(t *testing.T, s *strategy.Strategy, cfg *config.DeploymentC
 		o.SetAnnotations(ann)
 	}
 	return p.Objects
+}
+
+// upstreamCreateTLS is upstream's create path for a virt-handler that can
+// validate migration peers (apps.go: supportsTLS, insertTLS,
+// unattachCertificateSecret), written out here so the comparison does not
+// take the facts from the code it checks (internal/plan's staged rollout):
+// the fresh-install form of both sides is compared.
+func upstreamCreateTLS(ds *appsv1.DaemonSet) {
+	if ds.Labels["kubevirt.io/supports-migration-cn-types"] != "true" || len(ds.Spec.Template.Spec.Containers) == 0 {
+		return
+	}
+	c := &ds.Spec.Template.Spec.Containers[0]
+	if !slices.ContainsFunc(c.Args, func(a string) bool { return strings.Contains(a, "migration-cn-types") }) {
+		c.Args = append(c.Args, "--migration-cn-types", "migration")
+	}
+	const old = "kubevirt-virt-handler-certs"
+	pod := &ds.Spec.Template.Spec
+	pod.Volumes = slices.DeleteFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == old })
+	c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == old })
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -27,7 +28,7 @@ func renderTemplates(c *config.DeploymentConfig, rel *release.Release, withSchem
 	if err != nil {
 		return nil, err
 	}
-	ts, err = applyVariants(c, rel, ts)
+	ts, named, err := applyVariants(c, rel, ts)
 	if err != nil {
 		return nil, err
 	}
@@ -68,64 +69,131 @@ func renderTemplates(c *config.DeploymentConfig, rel *release.Release, withSchem
 		}
 		out = append(out, o)
 	}
+	for _, name := range named {
+		fn, ok := variantTransforms[name]
+		if !ok {
+			return nil, fmt.Errorf("release %s names transform %q, which this virtop does not have", rel.Version, name)
+		}
+		fn(out)
+	}
 	return out, nil
 }
 
 // gateOn says whether the release renders an object for the config: an
-// object a gated-object entry selects needs its feature gate on, by the
-// release's maturity model.
+// object a gated-object entry selects needs its condition to hold.
 func gateOn(c *config.DeploymentConfig, rel *release.Release, o client.Object) bool {
 	for _, g := range rel.GatedObjects {
 		sel := g.Kind != "" && g.Kind == Kind(o) && g.Name == o.GetName()
 		if g.Annotation != "" {
 			_, sel = o.GetAnnotations()[g.Annotation]
 		}
-		if sel && !rel.GateEnabled(g.FeatureGate, c.FeatureGates, c.DisabledFeatureGates) {
+		if sel && !holds(c, rel, g.Condition) {
 			return false
 		}
 	}
 	return true
 }
 
-// applyVariants applies, in order, the release's variants the config turns
-// on, returning new templates for the objects they change.
-func applyVariants(c *config.DeploymentConfig, rel *release.Release, ts []*release.Template) ([]*release.Template, error) {
-	var changes []release.Change
-	for _, v := range rel.Variants {
-		var on bool
-		switch {
-		case v.ImagePullSecrets:
-			on = len(c.ImagePullSecrets) > 0
-		case v.Listed:
-			on = slices.Contains(c.FeatureGates, v.FeatureGate)
-		default:
-			on = rel.GateEnabled(v.FeatureGate, c.FeatureGates, c.DisabledFeatureGates)
+// holds evaluates a release's condition for a config.
+func holds(c *config.DeploymentConfig, rel *release.Release, cond release.Condition) bool {
+	if cond.Setting != "" && cond.SettingDecides {
+		if v, set := settingValue(c, cond.Setting); set {
+			return v == cond.Value
 		}
-		if !on {
+	}
+	if cond.ImagePullSecrets && len(c.ImagePullSecrets) == 0 {
+		return false
+	}
+	if cond.FeatureGate != "" {
+		on := rel.GateEnabled(cond.FeatureGate, c.FeatureGates, c.DisabledFeatureGates)
+		if cond.Listed {
+			on = slices.Contains(c.FeatureGates, cond.FeatureGate)
+		}
+		if on == cond.WhileOff {
+			return false
+		}
+	}
+	if cond.Setting != "" && !cond.SettingDecides {
+		v, set := settingValue(c, cond.Setting)
+		if !set {
+			v = release.Settings[cond.Setting]
+		}
+		return v == cond.Value
+	}
+	return true
+}
+
+// settingValue reads a KubeVirt setting a condition names
+// (release.Settings) from the config; set is false when the resource
+// leaves it unset.
+func settingValue(c *config.DeploymentConfig, name string) (v string, set bool) {
+	boolean := func(b *bool) (string, bool) {
+		if b == nil {
+			return "", false
+		}
+		return strconv.FormatBool(*b), true
+	}
+	switch name {
+	case "virtTemplateDeployment.enabled":
+		return boolean(c.VirtTemplateDeployment)
+	case "persistentReservationConfiguration.enabled":
+		return boolean(c.PersistentReservation)
+	case "roleAggregationStrategy":
+		return c.RoleAggregationStrategy, c.RoleAggregationStrategy != ""
+	case "hypervisor":
+		return c.Hypervisor, c.Hypervisor != ""
+	}
+	return "", false
+}
+
+// applyVariants applies, in order, the release's variants the config turns
+// on: their patches to the objects they change (new templates) and the
+// objects they add. It returns the transforms the variants name, to run on
+// the decoded objects.
+func applyVariants(c *config.DeploymentConfig, rel *release.Release, ts []*release.Template) ([]*release.Template, []string, error) {
+	var changes []release.Change
+	var added []*release.Template
+	var named []string
+	for _, v := range rel.Variants {
+		if !holds(c, rel, v.Condition) {
 			continue
 		}
 		cs, err := rel.VariantPatches(v)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		changes = append(changes, cs...)
+		objs, err := rel.VariantObjects(v)
+		if err != nil {
+			return nil, nil, err
+		}
+		added = append(added, objs...)
+		if v.Transform != "" {
+			named = append(named, v.Transform)
+		}
 	}
-	if len(changes) == 0 {
-		return ts, nil
+	if len(changes) == 0 && len(added) == 0 {
+		return ts, named, nil
 	}
 	out := slices.Clone(ts)
 	for _, ch := range changes {
 		i := slices.IndexFunc(out, func(t *release.Template) bool { return t.Key == ch.Key })
 		if i < 0 {
-			return nil, fmt.Errorf("variant changes %s, which release %s does not have", ch.Key, rel.Version)
+			return nil, nil, fmt.Errorf("variant changes %s, which release %s does not have", ch.Key, rel.Version)
 		}
 		t, err := release.ApplyChange(out[i], ch)
 		if err != nil {
-			return nil, fmt.Errorf("variant on %s: %w", ch.Key, err)
+			return nil, nil, fmt.Errorf("variant on %s: %w", ch.Key, err)
 		}
 		out[i] = t
 	}
-	return out, nil
+	for _, t := range added {
+		if slices.ContainsFunc(out, func(x *release.Template) bool { return x.Key == t.Key }) {
+			return nil, nil, fmt.Errorf("variant adds %s, which release %s already has", t.Key, rel.Version)
+		}
+		out = append(out, t)
+	}
+	return out, named, nil
 }
 
 // tokenValues maps each token of the release's templates to the config's

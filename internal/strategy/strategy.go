@@ -96,6 +96,10 @@ func GenerateWith(cfg *config.DeploymentConfig, opts Options) (*Strategy, error)
 		}
 		objs = append(objs, out...)
 	}
+	// The code-rendered families are subject to the release's gated
+	// objects too (the PrometheusRule upstream leaves out under
+	// VMStatsCollector).
+	objs = slices.DeleteFunc(objs, func(o client.Object) bool { return !gateOn(cfg, rel, o) })
 	for _, o := range objs {
 		if err := setStage(o); err != nil {
 			return nil, fmt.Errorf("render: %w", err)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/vocab"
@@ -32,12 +33,16 @@ func goldenName(o interface{ GetName() string }, kind, ns string) string {
 	return fmt.Sprintf("%s_%s_%s.yaml", strings.ToLower(kind), ns, name)
 }
 
-// TestGolden guards every object of the default v1.5.3 strategy (with
-// VMExport) against unintended change: one file per object under
-// testdata/v1.5.3/. Regenerate with `go test ./internal/strategy -update`.
+// TestGolden guards every object of the default version's strategy (the
+// catalog default, for the minimal KubeVirt resource) against unintended
+// change: one file per object under testdata/<version>/. Regenerate with
+// `go test ./internal/strategy -update`.
 func TestGolden(t *testing.T) {
-	s := generateFor(t, withFeatureGates("VMExport"))
-	dir := filepath.Join("testdata", "v1.5.3")
+	s := generateFor(t, func(kv *kvv1.KubeVirt) { kv.Spec.ImageTag = "" })
+	if s.Version != catalog.Default {
+		t.Fatalf("rendered %s, the default is %s", s.Version, catalog.Default)
+	}
+	dir := filepath.Join("testdata", catalog.Default)
 	want := map[string]bool{}
 	for _, o := range s.Objects {
 		b, err := EncodeObject(o)

@@ -56,7 +56,9 @@ func UpstreamVersion(objs []client.Object) string {
 // (injectOperatorMetadata; objects also the KubeVirt resource's generation,
 // taken as 0, the dump's); Deployments get the infra placement (by default
 // the control-plane one) and DaemonSets the workloads placement
-// (InjectPlacementMetadata). The config's version must be in the catalog.
+// (InjectPlacementMetadata). virt-handler's staged TLS rollout depends on
+// the live DaemonSet and stays out of both strategies (virtop's is in
+// internal/plan). The config's version must be in the catalog.
 func AsAppliedByUpstream(objs []client.Object, cfg *config.DeploymentConfig) ([]client.Object, error) {
 	rel, ok := release.Lookup(cfg.Version)
 	if !ok {
