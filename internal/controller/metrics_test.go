@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"k8s.io/client-go/util/retry"
 	"slices"
 	"strings"
 	"testing"
@@ -91,12 +92,17 @@ func TestExportedMetricsAreSet(t *testing.T) {
 	})
 
 	for _, want := range []float64{0, 1} {
-		cur := &kvv1.KubeVirt{}
-		if err := c.Get(ctx, key, cur); err != nil {
-			t.Fatal(err)
-		}
-		cur.Spec.Configuration.DeveloperConfiguration.UseEmulation = want == 1
-		if err := c.Update(ctx, cur); err != nil {
+		// The operator writes the status meanwhile: read again on a
+		// conflict.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := &kvv1.KubeVirt{}
+			if err := c.Get(ctx, key, cur); err != nil {
+				return err
+			}
+			cur.Spec.Configuration.DeveloperConfiguration.UseEmulation = want == 1
+			return c.Update(ctx, cur)
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 		poll.Eventually(t, fmt.Sprintf("%s = %v", emulationMetric, want), time.Minute, func() (bool, string) {
