@@ -3,13 +3,13 @@ package controller_test
 import (
 	"context"
 	"fmt"
-	"k8s.io/client-go/util/retry"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
