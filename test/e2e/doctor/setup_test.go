@@ -14,11 +14,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
@@ -57,8 +60,17 @@ func install(t *testing.T) *installed {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The release before the newest, so that the stuck-upgrade case has a
+	// next release to upgrade to (upstream supports one minor at a time,
+	// forward): set before the operator first runs, a fresh install.
+	versions := catalog.Builtin().Versions()
+	installAt := versions[len(versions)-2]
+	if err := s.c.Patch(ctx, &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: framework.KubeVirtKey.Namespace, Name: framework.KubeVirtKey.Name}},
+		client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"imageTag":%q}}`, installAt)))); err != nil {
+		t.Fatal(err)
+	}
 	s.op = env.Operator(t, append(framework.HostOperatorArgs(t), "--leader-elect")...).Start()
-	framework.WaitKubeVirt(t, s.c, "Available", 5*time.Minute, framework.Available)
+	framework.WaitKubeVirt(t, s.c, "Available at "+installAt, 5*time.Minute, framework.AvailableAt(installAt))
 	framework.WaitKubeVirt(t, s.c, "MonitoringReady", 3*time.Minute, func(kv *kvv1.KubeVirt) (bool, string) {
 		c := framework.KVCondition(kv, "MonitoringReady")
 		return c.Status == corev1.ConditionTrue, fmt.Sprintf("MonitoringReady %s %s: %s", c.Status, c.Reason, c.Message)
