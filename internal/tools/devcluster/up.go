@@ -122,6 +122,10 @@ type UpOptions struct {
 	// LateDelay is how long after Available the late Prometheus arrives
 	// (default 10 s).
 	LateDelay time.Duration
+	// Version, when set, is the sample KubeVirt resource's spec.imageTag
+	// (the webhook patches of the local cluster follow it); unset, the
+	// operator's catalog default is installed.
+	Version string
 }
 
 // Up does what `virtop up` does: Ensure, Prometheus (before), the operator,
@@ -175,7 +179,7 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 	if err != nil {
 		return err
 	}
-	kv, patches, err := applySample(ctx, cl, sample, "config/"+virtopconfig.SampleKubeVirt)
+	kv, patches, err := applySample(ctx, cl, sample, "config/"+virtopconfig.SampleKubeVirt, o.Version)
 	if err != nil {
 		return err
 	}
@@ -251,7 +255,7 @@ func (c *Cluster) printSummary(out io.Writer, start time.Time, hasControlPlane b
 // customizeComponents patches added that make every KubeVirt webhook
 // failurePolicy Ignore with a short timeout (podless.Prepare): nothing
 // serves them here. It returns the resource and the number of patches added.
-func applySample(ctx context.Context, cl *Clients, raw []byte, path string) (*unstructured.Unstructured, int, error) {
+func applySample(ctx context.Context, cl *Clients, raw []byte, path, version string) (*unstructured.Unstructured, int, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
 	for {
 		obj := &unstructured.Unstructured{}
@@ -270,6 +274,9 @@ func applySample(ctx context.Context, cl *Clients, raw []byte, path string) (*un
 		kv := &kvv1.KubeVirt{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, kv); err != nil {
 			return nil, 0, fmt.Errorf("%s: %w", path, err)
+		}
+		if version != "" {
+			kv.Spec.ImageTag = version
 		}
 		before := len(kv.Spec.CustomizeComponents.Patches)
 		if err := podless.Prepare(kv); err != nil {

@@ -14,8 +14,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -51,22 +49,19 @@ func install(t *testing.T) *installed {
 	s := &installed{env: env, c: env.Client(t), ns: devcluster.InstallNamespace}
 	start := time.Now()
 	var out bytes.Buffer
+	// The release before the newest, so that the stuck-upgrade case has a
+	// next release to upgrade to (upstream supports one minor at a time,
+	// forward).
+	versions := catalog.Builtin().Versions()
+	installAt := versions[len(versions)-2]
 	err := env.Cluster.Up(ctx, &out, devcluster.UpOptions{
 		ClusterOptions: devcluster.ClusterOptions{Nodes: env.Nodes},
 		Prometheus:     devcluster.PrometheusBefore,
+		Version:        installAt,
 		// No Virtop: the test runs the operator itself.
 	})
 	t.Logf("devcluster.Up (Prometheus before; given no operator binary, it says the operator is not built: the test starts it):\n%s", out.String())
 	if err != nil {
-		t.Fatal(err)
-	}
-	// The release before the newest, so that the stuck-upgrade case has a
-	// next release to upgrade to (upstream supports one minor at a time,
-	// forward): set before the operator first runs, a fresh install.
-	versions := catalog.Builtin().Versions()
-	installAt := versions[len(versions)-2]
-	if err := s.c.Patch(ctx, &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: framework.KubeVirtKey.Namespace, Name: framework.KubeVirtKey.Name}},
-		client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"imageTag":%q}}`, installAt)))); err != nil {
 		t.Fatal(err)
 	}
 	s.op = env.Operator(t, append(framework.HostOperatorArgs(t), "--leader-elect")...).Start()
