@@ -39,7 +39,8 @@ type Reconciler struct {
 	// Settings are the operator's settings that shape the strategy.
 	Settings config.Settings
 	// Catalog is what this operator renders in process; a tuning is
-	// checked against its rules.
+	// checked against its rules, and a refused upgrade names the next
+	// version from it.
 	Catalog catalog.Catalog
 	// Strategies resolves the install strategy of a config and keeps the
 	// strategy ConfigMaps.
