@@ -26,4 +26,14 @@ const (
 	ReasonNoErrors              = "NoErrors"
 	ReasonSynchronized          = "Synchronized"
 	ReasonMonitoringApplyFailed = "ApplyFailed"
+
+	// The version path (internal/versionpath): the requested version is
+	// refused and the running release is left as it is.
+	ReasonUpgradeSkipsMinorVersion = "UpgradeSkipsMinorVersion"
+	ReasonDowngradeNotSupported    = "DowngradeNotSupported"
+	ReasonMajorVersionChange       = "MajorVersionChange"
+	// ReasonStorageMigrationBlocked: a CRD of the new release drops a
+	// version objects are stored at, and an object cannot be rewritten
+	// (internal/storagemigration); nothing of the new release is applied.
+	ReasonStorageMigrationBlocked = "StorageMigrationBlocked"
 )

@@ -23,8 +23,9 @@ import (
 )
 
 // configure turns the resource into its deployment config and records the
-// target in the status. An invalid resource ends the pass: what runs
-// keeps running.
+// target in the status. An invalid resource, or a version the upgrade path
+// refuses (one minor version at a time, no downgrade across minors), ends
+// the pass: what runs keeps running.
 func (r *Reconciler) configure(ctx context.Context, s *scope) (bool, error) {
 	kv := s.kv
 	kv.Status.OperatorVersion = r.OperatorVersion
@@ -32,6 +33,11 @@ func (r *Reconciler) configure(ctx context.Context, s *scope) (bool, error) {
 	if err != nil {
 		s.invalid = err
 		ctrl.LoggerFrom(ctx).Info("KubeVirt resource is invalid; leaving the control plane as it is", "reason", err.Error())
+		return false, nil
+	}
+	if err := r.checkPath(kv.Status.ObservedKubeVirtVersion, cfg.Version); err != nil {
+		s.invalid = err
+		ctrl.LoggerFrom(ctx).Info("Requested KubeVirt version refused; leaving the control plane as it is", "reason", err.Error())
 		return false, nil
 	}
 	s.cfg = cfg

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/certs"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/plan"
+	"github.com/virtop-dev/virtop/internal/storagemigration"
 	"github.com/virtop-dev/virtop/internal/strategy/store"
 )
 
@@ -39,7 +41,8 @@ type Reconciler struct {
 	// Settings are the operator's settings that shape the strategy.
 	Settings config.Settings
 	// Catalog is what this operator renders in process; a tuning is
-	// checked against its rules.
+	// checked against its rules, and a refused upgrade names the next
+	// version from it.
 	Catalog catalog.Catalog
 	// Strategies resolves the install strategy of a config and keeps the
 	// strategy ConfigMaps.
@@ -60,8 +63,12 @@ type Reconciler struct {
 	// AdjustObject, when set, is the plan's last step for each object
 	// (plan.Options.Adjust).
 	AdjustObject func(client.Object) client.Object
+	// Migrator rewrites stored objects before a CRD update drops their
+	// version; nil means one on Client and APIReader (no metadata cache).
+	Migrator *storagemigration.Migrator
 
-	memory memorySettler
+	migratorOnce sync.Once
+	memory       memorySettler
 	// tunings keeps recently rendered monitoring tunings.
 	tunings plan.TuningCache
 }
@@ -126,6 +133,7 @@ func (r *Reconciler) installSteps() []step {
 		{"strategy", false, r.resolveStrategy},
 		{"finalizer", false, r.ensureFinalizer},
 		{"plan", true, r.plan},
+		{"migrate", true, r.migrateStorage},
 		{"apply", true, r.apply},
 		{"prune", true, r.prune},
 		{"record", false, r.record},

@@ -48,6 +48,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/controller"
 	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/storagemigration"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
 	"github.com/virtop-dev/virtop/internal/strategy/store"
 	"github.com/virtop-dev/virtop/internal/strategyjob"
@@ -219,6 +220,9 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		Recorder:        recorder,
 		OperatorVersion: version.Version,
 		Clock:           clock.RealClock{},
+		// Objects are listed uncached; CRD metadata comes from the
+		// metadata informer every CRD is watched through.
+		Migrator: &storagemigration.Migrator{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Metadata: mgr.GetClient()},
 	}
 	if whOpts.enabled {
 		if whOpts.secret != nil {

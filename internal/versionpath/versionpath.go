@@ -35,16 +35,18 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
 )
 
-// Reasons a move is refused.
+// Reasons a move is refused: the KubeVirt condition reasons of api/v1.
 const (
 	// ReasonSkipsMinor: the target is more than one minor version ahead.
-	ReasonSkipsMinor = "UpgradeSkipsMinorVersion"
+	ReasonSkipsMinor = kvv1.ReasonUpgradeSkipsMinorVersion
 	// ReasonDowngrade: the target is an older minor version.
-	ReasonDowngrade = "DowngradeNotSupported"
+	ReasonDowngrade = kvv1.ReasonDowngradeNotSupported
 	// ReasonMajor: the target is another major version.
-	ReasonMajor = "MajorVersionChange"
+	ReasonMajor = kvv1.ReasonMajorVersionChange
 )
 
 // Decision is the outcome for one move.

@@ -6,6 +6,8 @@
 package kvstatus
 
 import (
+	"errors"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -66,6 +68,22 @@ func (f Facts) ObservesGeneration() bool {
 	return (f.Ready && f.ApplyErr == nil && f.StrategyFailed == "") || f.Invalid != nil
 }
 
+// Reasoned is an error that names the condition reason it is reported
+// under (a refused version path, a blocked storage migration); other
+// errors get the reason of their kind of fact.
+type Reasoned interface {
+	error
+	ConditionReason() string
+}
+
+func reasonOf(err error, fallback string) string {
+	var r Reasoned
+	if errors.As(err, &r) && r.ConditionReason() != "" {
+		return r.ConditionReason()
+	}
+	return fallback
+}
+
 // Cond is a computed condition.
 type Cond struct {
 	Status  corev1.ConditionStatus
@@ -104,11 +122,12 @@ func Conditions(f Facts) map[kvv1.KubeVirtConditionType]Cond {
 		if avail == "" {
 			avail = fl
 		}
-		set(kvv1.KubeVirtConditionAvailable, avail, kvv1.ReasonInvalidConfiguration, "The control plane was left as it is: "+f.Invalid.Error())
-		set(kvv1.KubeVirtConditionProgressing, fl, kvv1.ReasonInvalidConfiguration, f.Invalid.Error())
-		set(kvv1.KubeVirtConditionDegraded, fl, kvv1.ReasonInvalidConfiguration, f.Invalid.Error())
-		set(kvv1.KubeVirtConditionSynchronized, fl, kvv1.ReasonInvalidConfiguration, f.Invalid.Error())
-		set(kvv1.KubeVirtConditionStalled, t, kvv1.ReasonInvalidConfiguration, f.Invalid.Error())
+		reason := reasonOf(f.Invalid, kvv1.ReasonInvalidConfiguration)
+		set(kvv1.KubeVirtConditionAvailable, avail, reason, "The control plane was left as it is: "+f.Invalid.Error())
+		set(kvv1.KubeVirtConditionProgressing, fl, reason, f.Invalid.Error())
+		set(kvv1.KubeVirtConditionDegraded, fl, reason, f.Invalid.Error())
+		set(kvv1.KubeVirtConditionSynchronized, fl, reason, f.Invalid.Error())
+		set(kvv1.KubeVirtConditionStalled, t, reason, f.Invalid.Error())
 		return out
 	}
 	set(kvv1.KubeVirtConditionStalled, fl, kvv1.ReasonNoErrors, "No error needs the user")
@@ -139,8 +158,9 @@ func Conditions(f Facts) map[kvv1.KubeVirtConditionType]Cond {
 		set(kvv1.KubeVirtConditionDegraded, t, kvv1.ReasonStrategyJobFailed, f.StrategyFailed)
 		set(kvv1.KubeVirtConditionSynchronized, fl, kvv1.ReasonStrategyJobFailed, f.StrategyFailed)
 	case f.ApplyErr != nil:
-		set(kvv1.KubeVirtConditionDegraded, t, kvv1.ReasonDeploymentFailed, f.ApplyErr.Error())
-		set(kvv1.KubeVirtConditionSynchronized, fl, kvv1.ReasonDeploymentFailed, f.ApplyErr.Error())
+		reason := reasonOf(f.ApplyErr, kvv1.ReasonDeploymentFailed)
+		set(kvv1.KubeVirtConditionDegraded, t, reason, f.ApplyErr.Error())
+		set(kvv1.KubeVirtConditionSynchronized, fl, reason, f.ApplyErr.Error())
 	default:
 		set(kvv1.KubeVirtConditionDegraded, fl, kvv1.ReasonNoErrors, "No component is degraded")
 		if f.Created {

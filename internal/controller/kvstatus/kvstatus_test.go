@@ -2,6 +2,7 @@ package kvstatus
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
@@ -132,5 +133,33 @@ func TestFactsSettled(t *testing.T) {
 		if f.Settled() {
 			t.Errorf("%s: settled", name)
 		}
+	}
+}
+
+type reasoned struct{ reason string }
+
+func (r reasoned) Error() string           { return "refused: " + r.reason }
+func (r reasoned) ConditionReason() string { return r.reason }
+
+// An error that names its reason is reported under it, wrapped or not;
+// others under the reason of their fact.
+func TestReasonedErrors(t *testing.T) {
+	refused := fmt.Errorf("configure: %w", reasoned{kvv1.ReasonUpgradeSkipsMinorVersion})
+	c := Conditions(Facts{Invalid: refused, PreviouslyAvailable: corev1.ConditionTrue})
+	for _, typ := range []kvv1.KubeVirtConditionType{kvv1.KubeVirtConditionStalled, kvv1.KubeVirtConditionSynchronized, kvv1.KubeVirtConditionAvailable} {
+		if c[typ].Reason != kvv1.ReasonUpgradeSkipsMinorVersion {
+			t.Errorf("invalid, reasoned: %s reason %s", typ, c[typ].Reason)
+		}
+	}
+	if c[kvv1.KubeVirtConditionAvailable].Status != corev1.ConditionTrue {
+		t.Errorf("a refused version took Available to %s", c[kvv1.KubeVirtConditionAvailable].Status)
+	}
+	c = Conditions(Facts{ApplyErr: reasoned{kvv1.ReasonStorageMigrationBlocked}, Updating: true})
+	if d := c[kvv1.KubeVirtConditionDegraded]; d.Status != corev1.ConditionTrue || d.Reason != kvv1.ReasonStorageMigrationBlocked {
+		t.Errorf("apply error, reasoned: Degraded %s %s", d.Status, d.Reason)
+	}
+	c = Conditions(Facts{ApplyErr: errors.New("boom")})
+	if d := c[kvv1.KubeVirtConditionDegraded]; d.Reason != kvv1.ReasonDeploymentFailed {
+		t.Errorf("plain apply error: Degraded reason %s", d.Reason)
 	}
 }

@@ -143,12 +143,17 @@ func (b *bench) runStored(t *testing.T, bc badCase) {
 	t.Cleanup(func() { b.restore(t) })
 	switch bc.want {
 	case kvCondition:
-		settled(t, b.c, "InvalidConfiguration naming "+bc.field, func(kv *kvv1.KubeVirt) (bool, string) {
+		reason := kvv1.ReasonInvalidConfiguration
+		if bc.reason != "" {
+			reason = bc.reason
+		}
+		settled(t, b.c, reason+" naming "+bc.field, func(kv *kvv1.KubeVirt) (bool, string) {
 			st := framework.KVCondition(kv, kvv1.KubeVirtConditionStalled)
 			sy := framework.KVCondition(kv, kvv1.KubeVirtConditionSynchronized)
 			av := framework.KVCondition(kv, kvv1.KubeVirtConditionAvailable)
-			ok := st.Status == corev1.ConditionTrue && st.Reason == kvv1.ReasonInvalidConfiguration &&
-				strings.Contains(st.Message, bc.field) && sy.Status == corev1.ConditionFalse && strings.Contains(sy.Message, bc.field) &&
+			ok := st.Status == corev1.ConditionTrue && st.Reason == reason &&
+				strings.Contains(st.Message, bc.field) && strings.Contains(st.Message, bc.says) &&
+				sy.Status == corev1.ConditionFalse && strings.Contains(sy.Message, bc.field) &&
 				av.Status == corev1.ConditionTrue
 			return ok, fmt.Sprintf("Stalled %s %s: %s; Synchronized %s: %s; Available %s", st.Status, st.Reason, st.Message, sy.Status, sy.Message, av.Status)
 		})

@@ -54,6 +54,9 @@ type badCase struct {
 	by    string
 	field string
 	says  string
+	// reason is the condition reason of a kvCondition outcome when it is
+	// not InvalidConfiguration.
+	reason string
 }
 
 // specPatch returns a merge patch setting spec fields.
@@ -122,8 +125,16 @@ func badInputs(good *kvv1.KubeVirt) []badCase {
 			want: refused, by: bySchema, field: "spec.imageTag", says: "should match"},
 		{name: "image tag with a slash", patch: specPatch(map[string]any{"imageTag": "../v1.5.3"}),
 			want: refused, by: bySchema, field: "spec.imageTag", says: "should match"},
-		{name: "image tag not in the catalog", patch: specPatch(map[string]any{"imageTag": "v9.9.9"}),
+		// A patch of the running minor version, so the upgrade path
+		// allows it and the strategy resolution answers.
+		{name: "image tag not in the catalog", patch: specPatch(map[string]any{"imageTag": "v1.5.9"}),
 			want: kvCondition, by: byOperator, field: "spec.imageTag"},
+		{name: "image tag two minor versions ahead", patch: specPatch(map[string]any{"imageTag": "v1.7.4"}),
+			want: kvCondition, by: byOperator, field: "spec.imageTag", says: "upgrade to v1.6.6 next", reason: kvv1.ReasonUpgradeSkipsMinorVersion},
+		{name: "image tag an older minor version", patch: specPatch(map[string]any{"imageTag": "v1.4.0"}),
+			want: kvCondition, by: byOperator, field: "spec.imageTag", says: "downgrades to an older minor version are not supported", reason: kvv1.ReasonDowngradeNotSupported},
+		{name: "image tag of another major version", patch: specPatch(map[string]any{"imageTag": "v9.9.9"}),
+			want: kvCondition, by: byOperator, field: "spec.imageTag", says: "a move to another major version is not supported", reason: kvv1.ReasonMajorVersionChange},
 		{name: "unknown imagePullPolicy", patch: specPatch(map[string]any{"imagePullPolicy": "Sometimes"}),
 			want: refused, by: bySchema, field: "spec.imagePullPolicy", says: "Unsupported value"},
 		{name: "invalid imagePullSecret name", patch: specPatch(map[string]any{"imagePullSecrets": []any{map[string]string{"name": "Not_A_Name"}}}),
