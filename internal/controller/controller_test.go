@@ -114,7 +114,10 @@ func TestInstallSteadyStateDriftAndSecond(t *testing.T) {
 	ctx := context.Background()
 	testenv.FakeReadiness(t, c, ns)
 	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
+	// v1.5.3, where VMExport is an Alpha gate (Beta, on by default, from
+	// v1.6; GA in v1.9), so that turning it off prunes virt-exportproxy.
 	kv := newKubeVirt(t, ns, func(kv *kvv1.KubeVirt) {
+		kv.Spec.ImageTag = "v1.5.3"
 		kv.Spec.Configuration.DeveloperConfiguration = &kvv1.DeveloperConfiguration{FeatureGates: []string{"VMExport"}}
 	})
 	if err := c.Create(ctx, kv); err != nil {
