@@ -27,3 +27,11 @@ const (
 	ReasonSynchronized          = "Synchronized"
 	ReasonMonitoringApplyFailed = "ApplyFailed"
 )
+
+// Reasons of a refused adoption of an installation made by upstream's
+// operator (internal/adopt); Synchronized is False and nothing else is set.
+const (
+	ReasonUpstreamOperatorRunning = "UpstreamOperatorRunning"
+	ReasonAdoptionWouldUpgrade    = "AdoptionWouldUpgrade"
+	ReasonAdoptionNotInCatalog    = "AdoptionNotInCatalog"
+)
