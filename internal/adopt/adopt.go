@@ -163,7 +163,7 @@ func TakeOverPatch(live *unstructured.Unstructured) ([]byte, error) {
 
 // HandBackPatch is the merge patch that leaves a virtop-managed object for
 // upstream's operator: upstream's managed-by label, none of virtop's own
-// annotations (virtop.dev/...), and, when rec is upstream's deployment at
+// labels and annotations (virtop.dev/...), and, when rec is upstream's deployment at
 // the release that runs, upstream's install-strategy identifier, so
 // upstream's operator finds its objects as it left them. Pod templates
 // are not touched (a change there would roll the workload). nil when the
@@ -183,9 +183,13 @@ func HandBackPatch(live *unstructured.Unstructured, rec *Record) ([]byte, error)
 		a[vocab.InstallStrategyVersionAnnotation] == rec.Version {
 		ann[vocab.InstallStrategyIdentifierAnnotation] = rec.DeploymentID
 	}
-	meta := map[string]interface{}{
-		"labels": map[string]interface{}{vocab.ManagedByLabel: strategy.UpstreamManagedByValue},
+	labels := map[string]interface{}{vocab.ManagedByLabel: strategy.UpstreamManagedByValue}
+	for k := range live.GetLabels() {
+		if strings.HasPrefix(k, "virtop.dev/") {
+			labels[k] = nil
+		}
 	}
+	meta := map[string]interface{}{"labels": labels}
 	if len(ann) > 0 {
 		meta["annotations"] = ann
 	}

@@ -153,7 +153,7 @@ func TestTakeOverPatch(t *testing.T) {
 
 func TestHandBackPatch(t *testing.T) {
 	live := managed()
-	live.SetLabels(map[string]string{vocab.ManagedByLabel: vocab.ManagedByValue, "kubevirt.io": "virt-api"})
+	live.SetLabels(map[string]string{vocab.ManagedByLabel: vocab.ManagedByValue, "kubevirt.io": "virt-api", vocab.InstallNamespaceLabel: "kubevirt"})
 	live.SetAnnotations(map[string]string{
 		vocab.AppliedHashAnnotation:               "h",
 		vocab.StageAnnotation:                     "crds",
@@ -166,7 +166,7 @@ func TestHandBackPatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"metadata":{"annotations":{"kubevirt.io/install-strategy-identifier":"upstream-id","virtop.dev/applied-hash":null,"virtop.dev/stage":null},"labels":{"app.kubernetes.io/managed-by":"virt-operator"}}}`
+	want := `{"metadata":{"annotations":{"kubevirt.io/install-strategy-identifier":"upstream-id","virtop.dev/applied-hash":null,"virtop.dev/stage":null},"labels":{"app.kubernetes.io/managed-by":"virt-operator","virtop.dev/install-namespace":null}}}`
 	if string(p) != want {
 		t.Errorf("HandBackPatch =\n%s\nwant\n%s", p, want)
 	}
