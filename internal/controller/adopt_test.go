@@ -247,6 +247,11 @@ func TestAdoptUpstreamInstallation(t *testing.T) {
 				t.Errorf("%s: upstream's field manager still owns fields (%s)", o.GetName(), e.FieldsV1.String())
 			}
 		}
+		// One rollout at most: the documented pod-template differences
+		// (docs/migrate.md), applied once.
+		if g := live.GetGeneration(); g > 2 {
+			t.Errorf("%s: generation %d after the adoption; more than the one documented rollout", o.GetName(), g)
+		}
 		t.Logf("%s: generation %d after the adoption (1 as upstream left it)", o.GetName(), live.GetGeneration())
 	}
 	mu.Lock()
