@@ -29,17 +29,17 @@ import (
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
-// upstreamWorkloads reads upstream's own v1.5.3 strategy and returns its
-// virt-api and virt-controller Deployments and virt-handler DaemonSet as
-// upstream's operator applies them, in namespace ns.
-func upstreamWorkloads(t *testing.T, ns string) []client.Object {
+// upstreamWorkloads reads upstream's own strategy of a release and returns
+// its virt-api and virt-controller Deployments and virt-handler DaemonSet
+// as upstream's operator applies them, in namespace ns.
+func upstreamWorkloads(t *testing.T, ns, version string) []client.Object {
 	t.Helper()
 	dir := os.Getenv("VIRTOP_UPSTREAM_STRATEGIES")
 	if dir == "" {
 		dir = filepath.Join("..", "..", "..", "shared", "upstream-strategies")
 	}
 	abs, _ := filepath.Abs(dir)
-	f, err := os.Open(filepath.Join(abs, "v1.5.3", "strategy.yaml.gz"))
+	f, err := os.Open(filepath.Join(abs, version, "strategy.yaml.gz"))
 	if err != nil {
 		t.Skipf("no upstream reference strategies: %v (set VIRTOP_UPSTREAM_STRATEGIES to the directory)", err)
 	}
@@ -56,7 +56,7 @@ func upstreamWorkloads(t *testing.T, ns string) []client.Object {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.FromKubeVirt(&kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: "kubevirt"}, Spec: kvv1.KubeVirtSpec{ImageTag: "v1.5.3"}}, config.Settings{})
+	cfg, err := config.FromKubeVirt(&kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: "kubevirt"}, Spec: kvv1.KubeVirtSpec{ImageTag: version}}, config.Settings{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,8 +86,15 @@ func upstreamWorkloads(t *testing.T, ns string) []client.Object {
 // while upstream's operator runs and changes nothing, then that once it is
 // scaled to zero virtop adopts every workload in place: same UIDs, virtop's
 // label and field manager, none of upstream's field ownership left, the
-// adoption recorded, Available never False.
+// adoption recorded, Available never False; then, for v1.5.3, an upgrade to
+// v1.6.6 right after the adoption keeps the objects and Available.
 func TestAdoptUpstreamInstallation(t *testing.T) {
+	for _, tc := range []struct{ version, upgrade string }{{"v1.5.3", "v1.6.6"}, {"v1.9.0", ""}} {
+		t.Run(tc.version, func(t *testing.T) { adoptUpstream(t, tc.version, tc.upgrade) })
+	}
+}
+
+func adoptUpstream(t *testing.T, version, upgrade string) {
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
 	c := env.Client
@@ -97,11 +104,11 @@ func TestAdoptUpstreamInstallation(t *testing.T) {
 	operatorDep.Spec.Replicas = ptr.To[int32](1)
 	operatorDep.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{vocab.AppLabel: vocab.VirtOperator}}
 	operatorDep.Spec.Template.Labels = map[string]string{vocab.AppLabel: vocab.VirtOperator}
-	operatorDep.Spec.Template.Spec.Containers = []corev1.Container{{Name: vocab.VirtOperator, Image: "quay.io/kubevirt/virt-operator:v1.5.3"}}
+	operatorDep.Spec.Template.Spec.Containers = []corev1.Container{{Name: vocab.VirtOperator, Image: "quay.io/kubevirt/virt-operator:" + version}}
 	if err := c.Create(ctx, operatorDep); err != nil {
 		t.Fatal(err)
 	}
-	workloads := upstreamWorkloads(t, ns)
+	workloads := upstreamWorkloads(t, ns, version)
 	uids := map[string]types.UID{}
 	for _, o := range workloads {
 		if err := c.Create(ctx, o, client.FieldOwner(vocab.UpstreamFieldManager)); err != nil {
@@ -112,7 +119,7 @@ func TestAdoptUpstreamInstallation(t *testing.T) {
 	testenv.FakeReadiness(t, c, ns)
 
 	kv := newKubeVirt(t, ns, func(kv *kvv1.KubeVirt) {
-		kv.Spec.ImageTag = "v1.5.3"
+		kv.Spec.ImageTag = version
 		kv.Finalizers = []string{vocab.KubeVirtFinalizer}
 	})
 	if err := c.Create(ctx, kv); err != nil {
@@ -121,11 +128,11 @@ func TestAdoptUpstreamInstallation(t *testing.T) {
 	now := metav1.Now()
 	kv.Status = kvv1.KubeVirtStatus{
 		Phase:                    kvv1.KubeVirtPhaseDeployed,
-		OperatorVersion:          "v1.5.3",
-		ObservedKubeVirtVersion:  "v1.5.3",
+		OperatorVersion:          version,
+		ObservedKubeVirtVersion:  version,
 		ObservedKubeVirtRegistry: "quay.io/kubevirt",
 		ObservedDeploymentID:     "upstream-deployment-id",
-		TargetKubeVirtVersion:    "v1.5.3",
+		TargetKubeVirtVersion:    version,
 		TargetKubeVirtRegistry:   "quay.io/kubevirt",
 		TargetDeploymentID:       "upstream-deployment-id",
 		Conditions: []kvv1.KubeVirtCondition{
@@ -228,7 +235,7 @@ func TestAdoptUpstreamInstallation(t *testing.T) {
 			"observed " + cur.Status.ObservedDeploymentID + ", Available " + string(a.Status) + " Progressing " + string(p.Status) + ": " + p.Message
 	})
 	rec, ok, err := adopt.Adopted(cur)
-	if err != nil || !ok || rec.DeploymentID != "upstream-deployment-id" || rec.Version != "v1.5.3" {
+	if err != nil || !ok || rec.DeploymentID != "upstream-deployment-id" || rec.Version != version {
 		t.Errorf("adoption record = %+v %v %v", rec, ok, err)
 	}
 	for _, o := range workloads {
@@ -253,6 +260,34 @@ func TestAdoptUpstreamInstallation(t *testing.T) {
 			t.Errorf("%s: generation %d after the adoption; more than the one documented rollout", o.GetName(), g)
 		}
 		t.Logf("%s: generation %d after the adoption (1 as upstream left it)", o.GetName(), live.GetGeneration())
+	}
+	if upgrade != "" {
+		if err := c.Get(ctx, key, cur); err != nil {
+			t.Fatal(err)
+		}
+		adopted := cur.Status.ObservedDeploymentID
+		patch := client.MergeFrom(cur.DeepCopy())
+		cur.Spec.ImageTag = upgrade
+		if err := c.Patch(ctx, cur, patch); err != nil {
+			t.Fatal(err)
+		}
+		poll.Eventually(t, "upgraded to "+upgrade, 3*time.Minute, func() (bool, string) {
+			if err := c.Get(ctx, key, cur); err != nil {
+				return false, err.Error()
+			}
+			a, p := condition(cur, kvv1.KubeVirtConditionAvailable), condition(cur, kvv1.KubeVirtConditionProgressing)
+			return cur.Status.ObservedKubeVirtVersion == upgrade && cur.Status.ObservedDeploymentID != adopted && a.Status == corev1.ConditionTrue && p.Status == corev1.ConditionFalse,
+				"observed " + cur.Status.ObservedKubeVirtVersion + ", Progressing " + string(p.Status) + ": " + p.Message
+		})
+		for _, o := range workloads {
+			live := o.DeepCopyObject().(client.Object)
+			if err := c.Get(ctx, client.ObjectKeyFromObject(o), live); err != nil {
+				t.Fatal(err)
+			}
+			if live.GetUID() != uids[o.GetName()] {
+				t.Errorf("%s was recreated by the upgrade", o.GetName())
+			}
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
