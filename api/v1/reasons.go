@@ -37,3 +37,11 @@ const (
 	// (internal/storagemigration); nothing of the new release is applied.
 	ReasonStorageMigrationBlocked = "StorageMigrationBlocked"
 )
+
+// Reasons of a refused adoption of an installation made by upstream's
+// operator (internal/adopt); Synchronized is False and nothing else is set.
+const (
+	ReasonUpstreamOperatorRunning = "UpstreamOperatorRunning"
+	ReasonAdoptionWouldUpgrade    = "AdoptionWouldUpgrade"
+	ReasonAdoptionNotInCatalog    = "AdoptionNotInCatalog"
+)

@@ -91,6 +91,8 @@ type scope struct {
 	// configure: the deployment config, or why the resource is invalid.
 	cfg     *config.DeploymentConfig
 	invalid error
+	// adopt: an installation of upstream's operator taken over or refused.
+	adoption adoption
 	// strategy: the strategy, or why there is none yet.
 	strategy store.Resolution
 	// plan: what to apply; the tuning is reported however the pass ends.
@@ -130,9 +132,11 @@ type step struct {
 func (r *Reconciler) installSteps() []step {
 	return []step{
 		{"configure", false, r.configure},
+		{"adopt", false, r.checkAdoption},
 		{"strategy", false, r.resolveStrategy},
 		{"finalizer", false, r.ensureFinalizer},
 		{"plan", true, r.plan},
+		{"takeover", true, r.takeOver},
 		{"migrate", true, r.migrateStorage},
 		{"apply", true, r.apply},
 		{"prune", true, r.prune},

@@ -51,14 +51,18 @@ func (s *scope) facts() kvstatus.Facts {
 }
 
 // patchStatus computes the conditions (only Synchronized for a resource
-// not served), the phase and the observed generation (kvstatus), and
+// not served or an adoption refused), the phase and the observed generation (kvstatus), and
 // patches the status subresource when it changed, emitting an event per
 // changed condition.
 func (r *Reconciler) patchStatus(ctx context.Context, s *scope, f kvstatus.Facts) error {
 	kv, orig := s.kv, s.orig
-	if s.notServed != "" {
+	if s.notServed != "" || s.adoption.refused != nil {
+		reason, msg := kvv1.ReasonExistingDeployment, s.notServed
+		if ref := s.adoption.refused; ref != nil {
+			reason, msg = ref.Reason, ref.Message
+		}
 		notServed := map[kvv1.KubeVirtConditionType]kvstatus.Cond{
-			kvv1.KubeVirtConditionSynchronized: {Status: corev1.ConditionFalse, Reason: kvv1.ReasonExistingDeployment, Message: s.notServed},
+			kvv1.KubeVirtConditionSynchronized: {Status: corev1.ConditionFalse, Reason: reason, Message: msg},
 		}
 		kv.Status.Conditions = kvstatus.MergeOwned(kv.Status.Conditions, notServed, []kvv1.KubeVirtConditionType{kvv1.KubeVirtConditionSynchronized}, r.now())
 	} else {

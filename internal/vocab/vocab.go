@@ -40,6 +40,15 @@ const (
 	// StatusFieldManager owns the status of the KubeVirt and
 	// KubeVirtMonitoring resources and the KubeVirt finalizer.
 	StatusFieldManager = "virtop-status"
+
+	// UpstreamFieldManager is the field manager of upstream's virt-operator
+	// (its client's user agent); adoption moves its fields to FieldManager
+	// and hand back moves them back (internal/adopt).
+	UpstreamFieldManager = "virt-operator"
+	// AdoptedFromAnnotation on the KubeVirt resource records that virtop
+	// took the installation over from upstream's operator, and at which
+	// release and deployment ID.
+	AdoptedFromAnnotation = "virtop.dev/adopted-from"
 	// UpFieldManager owns what `virtop up` creates on its local cluster
 	// (fake nodes, the install namespace, the PriorityClass, the release
 	// manifest's objects); the operator it starts applies as FieldManager.

@@ -1,0 +1,216 @@
+// Package adopt holds the decisions of taking over an installation made by
+// upstream's virt-operator, and of handing it back: whether an installation
+// is upstream's, whether it may be taken over (upstream's operator gone, its
+// release in virtop's catalog, no upgrade the user did not ask for), the
+// managed-fields rewrite that makes virtop's field manager own what
+// upstream's owned, the record kept on the KubeVirt resource, and the
+// metadata a hand back restores. It reads nothing but its arguments; the
+// controller (internal/controller/adopt.go) and `virtop handback`
+// (internal/cli) do the reads and writes.
+package adopt
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/csaupgrade"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/vocab"
+)
+
+// ByUpstream reports whether an object carries upstream's operator's
+// managed-by label.
+func ByUpstream(labels map[string]string) bool {
+	return labels[vocab.ManagedByLabel] == strategy.UpstreamManagedByValue
+}
+
+// operatorImage reports whether an image is upstream's virt-operator
+// (<registry>/virt-operator[:tag|@digest]).
+func operatorImage(image string) bool {
+	name := image
+	if i := strings.Index(name, "@"); i >= 0 {
+		name = name[:i]
+	}
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		name = name[:i]
+	}
+	return name == vocab.VirtOperator || strings.HasSuffix(name, "/"+vocab.VirtOperator)
+}
+
+func runsOperator(spec corev1.PodSpec) bool {
+	for _, c := range spec.Containers {
+		if operatorImage(c.Image) {
+			return true
+		}
+	}
+	return false
+}
+
+// RunningOperators names what still runs upstream's operator: Deployments
+// whose pod template runs upstream's virt-operator image and that want or
+// have replicas, and pods of that image that have not finished. Empty
+// means upstream's operator is gone.
+func RunningOperators(deps []appsv1.Deployment, pods []corev1.Pod) []string {
+	var out []string
+	for _, d := range deps {
+		want := d.Spec.Replicas == nil || *d.Spec.Replicas > 0
+		if runsOperator(d.Spec.Template.Spec) && (want || d.Status.Replicas > 0) {
+			out = append(out, "Deployment "+d.Namespace+"/"+d.Name)
+		}
+	}
+	for _, p := range pods {
+		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && runsOperator(p.Spec) {
+			out = append(out, "Pod "+p.Namespace+"/"+p.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Refusal says why an upstream installation is not taken over; nothing is
+// changed while it holds.
+type Refusal struct {
+	Reason, Message string
+}
+
+// Check decides whether an installation made by upstream's operator may be
+// taken over for a target version: upstream's operator must be gone (two
+// operators would fight over every object), the release upstream runs
+// must be one virtop renders, and an unset spec.imageTag must not turn the
+// takeover into an upgrade the user did not ask for. nil means adopt.
+func Check(kv *kvv1.KubeVirt, target string, versions []string, running []string) *Refusal {
+	if len(running) > 0 {
+		return &Refusal{Reason: kvv1.ReasonUpstreamOperatorRunning, Message: fmt.Sprintf(
+			"The KubeVirt installation was made by upstream's virt-operator, which still runs (%s); two operators would fight over every object. Scale it to zero (or replace it with virtop's operator Deployment) and virtop takes the installation over; nothing was changed",
+			strings.Join(running, ", "))}
+	}
+	observed := kv.Status.ObservedKubeVirtVersion
+	if observed == "" {
+		observed = kv.Status.TargetKubeVirtVersion
+	}
+	if !slices.Contains(versions, observed) {
+		return &Refusal{Reason: kvv1.ReasonAdoptionNotInCatalog, Message: fmt.Sprintf(
+			"The KubeVirt installation was made by upstream's virt-operator at release %q, which this virtop cannot render (it renders %s); nothing was changed. Upgrade it with upstream's operator to one of those releases first",
+			observed, strings.Join(versions, ", "))}
+	}
+	if kv.Spec.ImageTag == "" && target != observed {
+		return &Refusal{Reason: kvv1.ReasonAdoptionWouldUpgrade, Message: fmt.Sprintf(
+			"The KubeVirt installation was made by upstream's virt-operator at %s and spec.imageTag is unset, so virtop would install its default %s: set spec.imageTag to %s to take it over as it is (or to a newer release to upgrade as well); nothing was changed",
+			observed, target, observed)}
+	}
+	return nil
+}
+
+// Record is what the KubeVirt resource keeps of upstream's deployment once
+// taken over (the AdoptedFromAnnotation): a hand back at the same release
+// restores it, so upstream's operator finds its own deployment ID.
+type Record struct {
+	Version      string `json:"version"`
+	Registry     string `json:"registry"`
+	DeploymentID string `json:"deploymentID"`
+	// DeploymentConfig is upstream's status.observedDeploymentConfig.
+	DeploymentConfig string `json:"deploymentConfig,omitempty"`
+}
+
+// RecordOf is the record of upstream's deployment as its status shows it.
+func RecordOf(kv *kvv1.KubeVirt) Record {
+	return Record{
+		Version:          kv.Status.ObservedKubeVirtVersion,
+		Registry:         kv.Status.ObservedKubeVirtRegistry,
+		DeploymentID:     kv.Status.ObservedDeploymentID,
+		DeploymentConfig: kv.Status.ObservedDeploymentConfig,
+	}
+}
+
+// String is the annotation's value.
+func (r Record) String() string {
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
+// Adopted returns the record of a KubeVirt resource virtop took over; ok
+// is false for one it did not.
+func Adopted(kv *kvv1.KubeVirt) (Record, bool, error) {
+	v, ok := kv.Annotations[vocab.AdoptedFromAnnotation]
+	if !ok {
+		return Record{}, false, nil
+	}
+	var r Record
+	if err := json.Unmarshal([]byte(v), &r); err != nil {
+		return Record{}, true, fmt.Errorf("annotation %s of KubeVirt %s/%s: %w", vocab.AdoptedFromAnnotation, kv.Namespace, kv.Name, err)
+	}
+	return r, true, nil
+}
+
+// TakeOverPatch is the JSON patch that moves the fields upstream's
+// operator owns (its Update entries in managedFields) to virtop's apply
+// field manager, so that virtop's next server-side apply replaces them
+// rather than merging with them: a field upstream set and virtop's object
+// does not hold is removed by that apply. nil when upstream owns nothing.
+// The patch carries the resourceVersion: a concurrent change conflicts.
+func TakeOverPatch(live *unstructured.Unstructured) ([]byte, error) {
+	return csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(vocab.UpstreamFieldManager), vocab.FieldManager)
+}
+
+// HandBackPatch is the merge patch that leaves a virtop-managed object for
+// upstream's operator: upstream's managed-by label, none of virtop's own
+// labels and annotations (virtop.dev/...), and, when rec is upstream's deployment at
+// the release that runs, upstream's install-strategy identifier, so
+// upstream's operator finds its objects as it left them. Pod templates
+// are not touched (a change there would roll the workload). nil when the
+// object is not virtop's or needs nothing.
+func HandBackPatch(live *unstructured.Unstructured, rec *Record) ([]byte, error) {
+	if live.GetLabels()[vocab.ManagedByLabel] != vocab.ManagedByValue {
+		return nil, nil
+	}
+	ann := map[string]interface{}{}
+	for k := range live.GetAnnotations() {
+		if strings.HasPrefix(k, "virtop.dev/") {
+			ann[k] = nil
+		}
+	}
+	a := live.GetAnnotations()
+	if rec != nil && rec.DeploymentID != "" && a[vocab.InstallStrategyIdentifierAnnotation] != "" &&
+		a[vocab.InstallStrategyVersionAnnotation] == rec.Version {
+		ann[vocab.InstallStrategyIdentifierAnnotation] = rec.DeploymentID
+	}
+	labels := map[string]interface{}{vocab.ManagedByLabel: strategy.UpstreamManagedByValue}
+	for k := range live.GetLabels() {
+		if strings.HasPrefix(k, "virtop.dev/") {
+			labels[k] = nil
+		}
+	}
+	meta := map[string]interface{}{"labels": labels}
+	if len(ann) > 0 {
+		meta["annotations"] = ann
+	}
+	return json.Marshal(map[string]interface{}{"metadata": meta})
+}
+
+// HandBackStatus is the KubeVirt status upstream's operator should find:
+// at the release upstream ran, its own deployment ID and config (it then
+// sees its deployment in place and rolls nothing); after an upgrade under
+// virtop, the status virtop wrote (upstream's operator computes a new ID
+// and applies its strategy, as after any change).
+func HandBackStatus(st kvv1.KubeVirtStatus, rec *Record) kvv1.KubeVirtStatus {
+	out := *st.DeepCopy()
+	if rec == nil || rec.DeploymentID == "" || rec.Version != st.ObservedKubeVirtVersion || rec.Registry != st.ObservedKubeVirtRegistry {
+		return out
+	}
+	out.ObservedDeploymentID = rec.DeploymentID
+	out.TargetDeploymentID = rec.DeploymentID
+	if rec.DeploymentConfig != "" {
+		out.ObservedDeploymentConfig = rec.DeploymentConfig
+		out.TargetDeploymentConfig = rec.DeploymentConfig
+	}
+	return out
+}

@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/tools/handback"
+)
+
+func init() { register(newHandbackCommand) }
+
+func newHandbackCommand() *cobra.Command {
+	var dryRun bool
+	var kube *clusterFlags
+	cmd := &cobra.Command{
+		Use:   "handback",
+		Short: "Leave the KubeVirt installation for upstream's virt-operator to take back",
+		Long: `Hand the KubeVirt installation of the namespace back to upstream's
+virt-operator, the reverse of virtop's adoption (docs/migrate.md). Every
+object virtop manages gets upstream's label app.kubernetes.io/managed-by:
+virt-operator and loses virtop's own labels and annotations (virtop.dev/...);
+the KubeVirt resource loses virtop's adoption record and, when it still runs
+the release virtop adopted, gets upstream's deployment ID back in its status,
+so upstream's operator finds its deployment as it left it. Nothing is
+deleted, no pod template is changed (nothing rolls), and the finalizer stays
+(upstream's operator uses the same one).
+
+virtop's operator must be stopped first (it would take everything back): the
+command refuses while its leader lease is held or a Deployment runs virtop's
+image with replicas. Then install upstream's operator.
+
+Exit status: 0 handed back, 1 refused (nothing changed), 2 usage or
+connection error.`,
+		Example: `  kubectl -n kubevirt scale deployment/virt-operator --replicas=0
+  virtop handback -n kubevirt --dry-run
+  virtop handback -n kubevirt
+  kubectl apply -f https://github.com/kubevirt/kubevirt/releases/download/v1.5.3/kubevirt-operator.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := kube.RESTConfig()
+			if err != nil {
+				return err
+			}
+			c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+			if err != nil {
+				return &ExitError{Code: 2, Err: fmt.Errorf("connect to %s: %w", cfg.Host, err)}
+			}
+			_, err = handback.Run(contextOf(cmd), c, cmd.OutOrStdout(), handback.Options{Namespace: kube.Namespace(), DryRun: dryRun})
+			switch {
+			case err == nil:
+				return nil
+			case errors.Is(err, handback.ErrRefused):
+				return &ExitError{Code: 1, Err: err}
+			default:
+				return &ExitError{Code: 2, Err: err}
+			}
+		},
+	}
+	kube = addClusterFlags(cmd)
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would change and write nothing")
+	return cmd
+}

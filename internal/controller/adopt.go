@@ -1,0 +1,153 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/virtop-dev/virtop/internal/adopt"
+	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/vocab"
+)
+
+// refusedRecheck is how soon a refused adoption is looked at again.
+const refusedRecheck = 10 * time.Second
+
+// adoption is what the adopt step found: an installation made by
+// upstream's operator, taken over in this pass (take) or refused.
+type adoption struct {
+	take    bool
+	refused *adopt.Refusal
+	record  adopt.Record
+}
+
+// checkAdoption finds an installation made by upstream's operator and
+// decides whether to take it over (internal/adopt.Check). A refusal ends
+// the pass before anything is written: the status gets only Synchronized
+// False with the refusal's reason. A resource with nothing deployed, one
+// whose deployment is virtop's, and one already taken over read nothing.
+func (r *Reconciler) checkAdoption(ctx context.Context, s *scope) (bool, error) {
+	kv := s.kv
+	observed := kv.Status.ObservedDeploymentID
+	if observed == "" || observed == s.cfg.ID {
+		return true, nil
+	}
+	if _, ok, err := adopt.Adopted(kv); ok || err != nil {
+		return err == nil, err
+	}
+	upstream, err := r.upstreamWorkloads(ctx, kv.Namespace)
+	if err != nil || !upstream {
+		return err == nil, err
+	}
+	running, err := r.upstreamOperators(ctx, kv.Namespace)
+	if err != nil {
+		return false, err
+	}
+	if ref := adopt.Check(kv, s.cfg.Version, r.Catalog.Versions(), running); ref != nil {
+		s.adoption.refused = ref
+		// Nothing of this pass is written: the status keeps what
+		// upstream's operator recorded.
+		kv.Status = *s.orig.Status.DeepCopy()
+		// Scaling upstream's operator down changes nothing virtop
+		// watches: look again.
+		s.requeueAfter = refusedRecheck
+		ctrl.LoggerFrom(ctx).Info("Not taking over the installation of upstream's operator", "reason", ref.Reason, "message", ref.Message)
+		return false, nil
+	}
+	s.adoption.take = true
+	s.adoption.record = adopt.RecordOf(kv)
+	return true, nil
+}
+
+// upstreamWorkloads reports whether virtop's workloads exist with
+// upstream's managed-by label.
+func (r *Reconciler) upstreamWorkloads(ctx context.Context, ns string) (bool, error) {
+	for name, o := range map[string]client.Object{vocab.VirtAPI: &appsv1.Deployment{}, vocab.VirtController: &appsv1.Deployment{}, vocab.VirtHandler: &appsv1.DaemonSet{}} {
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, o)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return false, fmt.Errorf("reading %s: %w", name, err)
+		}
+		if adopt.ByUpstream(o.GetLabels()) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// upstreamOperators lists what still runs upstream's operator in the
+// namespace.
+func (r *Reconciler) upstreamOperators(ctx context.Context, ns string) ([]string, error) {
+	var deps appsv1.DeploymentList
+	if err := r.APIReader.List(ctx, &deps, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("listing Deployments: %w", err)
+	}
+	var pods corev1.PodList
+	if err := r.APIReader.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{vocab.AppLabel: vocab.VirtOperator}); err != nil {
+		return nil, fmt.Errorf("listing virt-operator pods: %w", err)
+	}
+	return adopt.RunningOperators(deps.Items, pods.Items), nil
+}
+
+// takeOver, in the pass that adopts, moves the fields upstream's field
+// manager owns on every object of the plan to virtop's (no object is
+// recreated: each is patched in place) and records the adoption on the
+// KubeVirt resource. The apply step then replaces upstream's fields with
+// virtop's. Upstream's status is kept: its deployment ID differs from
+// virtop's, so the pass is an update (Available stays True) until the
+// record step writes virtop's.
+func (r *Reconciler) takeOver(ctx context.Context, s *scope) (bool, error) {
+	if !s.adoption.take {
+		return true, nil
+	}
+	moved := 0
+	for _, o := range s.plan.Objects {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(o.GetObjectKind().GroupVersionKind())
+		err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(o), live)
+		switch {
+		case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
+			// Not there yet (nor its kind): virtop creates it.
+			continue
+		case err != nil:
+			return false, fmt.Errorf("reading %s: %w", strategy.KeyOf(o), err)
+		}
+		patch, err := adopt.TakeOverPatch(live)
+		if err != nil {
+			return false, fmt.Errorf("taking over %s: %w", strategy.KeyOf(o), err)
+		}
+		if patch == nil {
+			continue
+		}
+		if err := r.Client.Patch(ctx, live, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+			return false, fmt.Errorf("taking over %s: %w", strategy.KeyOf(o), err)
+		}
+		r.Applier.Forget(strategy.KeyOf(o))
+		moved++
+	}
+	orig := s.kv.DeepCopy()
+	if s.kv.Annotations == nil {
+		s.kv.Annotations = map[string]string{}
+	}
+	s.kv.Annotations[vocab.AdoptedFromAnnotation] = s.adoption.record.String()
+	if err := r.Client.Patch(ctx, s.kv, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(vocab.StatusFieldManager)); err != nil {
+		return false, err
+	}
+	if r.Recorder != nil {
+		r.Recorder.Eventf(s.kv, nil, corev1.EventTypeNormal, "Adopted", "Adopt",
+			"Took over the installation of upstream's operator at %s: the fields of %d objects moved to field manager %s", s.adoption.record.Version, moved, vocab.FieldManager)
+	}
+	ctrl.LoggerFrom(ctx).Info("Took over the installation of upstream's operator", "version", s.adoption.record.Version, "objects", moved)
+	return true, nil
+}

@@ -1,0 +1,193 @@
+// Package handback leaves an installation that virtop manages for
+// upstream's virt-operator to take back (`virtop handback`): every object
+// virtop manages gets upstream's managed-by label and loses virtop's own
+// annotations, the KubeVirt resource loses the adoption record and, at the
+// release upstream ran, gets upstream's deployment ID back. It deletes
+// nothing and touches no pod template, so nothing rolls. It refuses while
+// virtop's operator runs: that operator would take every object back.
+package handback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/adopt"
+	"github.com/virtop-dev/virtop/internal/ownership"
+	"github.com/virtop-dev/virtop/internal/vocab"
+)
+
+// Options of Run.
+type Options struct {
+	Namespace string
+	// DryRun lists what would change and writes nothing.
+	DryRun bool
+	// Now is the time the operator's lease is compared with (default
+	// time.Now).
+	Now func() time.Time
+}
+
+// ErrRefused: virtop's operator still runs, or there is no single KubeVirt
+// resource; nothing was changed.
+var ErrRefused = errors.New("hand back refused")
+
+// Summary is what Run changed (or would change, under DryRun).
+type Summary struct {
+	Objects int
+	// Status: the KubeVirt status got upstream's deployment ID back.
+	Status bool
+}
+
+// Run hands the installation of the namespace back. Progress goes to out.
+func Run(ctx context.Context, c client.Client, out io.Writer, o Options) (Summary, error) {
+	var sum Summary
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if running, err := operatorRunning(ctx, c, o.Namespace, o.Now()); err != nil {
+		return sum, err
+	} else if running != "" {
+		return sum, fmt.Errorf("%w: virtop's operator still runs (%s) and would take every object back; scale it to zero first (kubectl -n %s scale deployment/%s --replicas=0); nothing was changed",
+			ErrRefused, running, o.Namespace, vocab.VirtOperator)
+	}
+	var list kvv1.KubeVirtList
+	if err := c.List(ctx, &list, client.InNamespace(o.Namespace)); err != nil {
+		return sum, fmt.Errorf("list KubeVirt resources in %s: %w", o.Namespace, err)
+	}
+	if len(list.Items) != 1 {
+		return sum, fmt.Errorf("%w: %d KubeVirt resources in namespace %s, want one; nothing was changed", ErrRefused, len(list.Items), o.Namespace)
+	}
+	kv := &list.Items[0]
+	rec, adopted, err := adopt.Adopted(kv)
+	if err != nil {
+		return sum, err
+	}
+	var recp *adopt.Record
+	if adopted {
+		recp = &rec
+	}
+	kinds, err := ownership.Get()
+	if err != nil {
+		return sum, err
+	}
+	verb := "Handed back"
+	if o.DryRun {
+		verb = "Would hand back"
+	}
+	for _, gvk := range kinds.Managed {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		opts := []client.ListOption{client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}}
+		if err := c.List(ctx, l, opts...); err != nil {
+			if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+				continue
+			}
+			return sum, fmt.Errorf("list %s: %w", gvk.Kind, err)
+		}
+		for i := range l.Items {
+			obj := &l.Items[i]
+			if ns := obj.GetNamespace(); ns != "" && ns != o.Namespace && obj.GetLabels()[vocab.InstallNamespaceLabel] != o.Namespace {
+				continue
+			}
+			patch, err := adopt.HandBackPatch(obj, recp)
+			if err != nil || patch == nil {
+				if err != nil {
+					return sum, err
+				}
+				continue
+			}
+			if !o.DryRun {
+				if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+					return sum, fmt.Errorf("hand back %s %s: %w", gvk.Kind, name(obj), err)
+				}
+			}
+			sum.Objects++
+		}
+	}
+	fmt.Fprintf(out, "%s %d objects: label %s=%s, virtop's annotations removed\n", verb, sum.Objects, vocab.ManagedByLabel, "virt-operator")
+
+	st := adopt.HandBackStatus(kv.Status, recp)
+	sum.Status = st.ObservedDeploymentID != kv.Status.ObservedDeploymentID
+	if !o.DryRun {
+		if adopted {
+			orig := kv.DeepCopy()
+			delete(kv.Annotations, vocab.AdoptedFromAnnotation)
+			if err := c.Patch(ctx, kv, client.MergeFrom(orig)); err != nil {
+				return sum, fmt.Errorf("KubeVirt %s: %w", kv.Name, err)
+			}
+		}
+		if sum.Status {
+			orig := kv.DeepCopy()
+			kv.Status = st
+			if err := c.Status().Patch(ctx, kv, client.MergeFrom(orig)); err != nil {
+				return sum, fmt.Errorf("KubeVirt %s status: %w", kv.Name, err)
+			}
+		}
+	}
+	switch {
+	case sum.Status:
+		fmt.Fprintf(out, "KubeVirt %s/%s: upstream's deployment %s of %s restored in the status\n", kv.Namespace, kv.Name, rec.DeploymentID, rec.Version)
+	case adopted:
+		fmt.Fprintf(out, "KubeVirt %s/%s: runs %s, not the %s virtop adopted; upstream's operator will apply its own strategy for %s\n", kv.Namespace, kv.Name, kv.Status.ObservedKubeVirtVersion, rec.Version, kv.Status.ObservedKubeVirtVersion)
+	}
+	fmt.Fprintf(out, "KubeVirt %s/%s keeps its finalizer %s (upstream's operator uses the same one); nothing was deleted\n", kv.Namespace, kv.Name, vocab.KubeVirtFinalizer)
+	return sum, nil
+}
+
+func name(o client.Object) string {
+	if o.GetNamespace() == "" {
+		return o.GetName()
+	}
+	return o.GetNamespace() + "/" + o.GetName()
+}
+
+// operatorRunning says what of virtop's operator still runs in the
+// namespace: its leader lease held and renewed, or a Deployment that runs
+// virtop's image with replicas. "" when nothing.
+func operatorRunning(ctx context.Context, c client.Client, ns string, now time.Time) (string, error) {
+	lease := &coordv1.Lease{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: vocab.OperatorLeaseName}, lease)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return "", fmt.Errorf("read the operator's lease: %w", err)
+	default:
+		sp := lease.Spec
+		if sp.HolderIdentity != nil && *sp.HolderIdentity != "" && sp.RenewTime != nil && sp.LeaseDurationSeconds != nil &&
+			now.Before(sp.RenewTime.Add(time.Duration(*sp.LeaseDurationSeconds)*time.Second)) {
+			return fmt.Sprintf("lease %s/%s held by %s", ns, lease.Name, *sp.HolderIdentity), nil
+		}
+	}
+	var deps appsv1.DeploymentList
+	if err := c.List(ctx, &deps, client.InNamespace(ns)); err != nil {
+		return "", fmt.Errorf("list Deployments: %w", err)
+	}
+	for _, d := range deps.Items {
+		want := d.Spec.Replicas == nil || *d.Spec.Replicas > 0
+		if !want && d.Status.Replicas == 0 {
+			continue
+		}
+		for _, ctr := range d.Spec.Template.Spec.Containers {
+			img := ctr.Image
+			if i := strings.LastIndex(img, "/"); i >= 0 {
+				img = img[i+1:]
+			}
+			if img == "virtop" || strings.HasPrefix(img, "virtop:") || strings.HasPrefix(img, "virtop@") {
+				return "Deployment " + ns + "/" + d.Name, nil
+			}
+		}
+	}
+	return "", nil
+}
