@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/virtop-dev/virtop/internal/apply"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/faultpoint"
 	"github.com/virtop-dev/virtop/internal/ownership"
@@ -133,6 +134,11 @@ func (r *Reconciler) apply(ctx context.Context, s *scope) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if h := s.plan.HandlerTLS; h != nil && wroteHandler(out.Changes) && (h.Step == plan.HandlerTLSRollout || h.Step == plan.HandlerTLSEnforce) {
+		// virt-handler's DaemonSet was just written at an intermediate
+		// step of the staged TLS rollout (the fault suite kills here).
+		faultpoint.Hit("handler-tls:" + string(h.Step))
+	}
 	s.applied = out
 	if !out.Ready {
 		// Readiness arrives as watch events; the requeue is only a safety
@@ -150,6 +156,16 @@ func (r *Reconciler) apply(ctx context.Context, s *scope) (bool, error) {
 		s.requeueAfter = lowestNonZero(s.requeueAfter, c.RequeueAfter(r.now().Time))
 	}
 	return true, nil
+}
+
+// wroteHandler reports whether changes hold the virt-handler DaemonSet.
+func wroteHandler(changes []apply.Change) bool {
+	for _, c := range changes {
+		if c.Key.Kind == "DaemonSet" && c.Key.Name == vocab.VirtHandler {
+			return true
+		}
+	}
+	return false
 }
 
 func summarize(items []string) string {
