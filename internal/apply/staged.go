@@ -90,8 +90,13 @@ func (a *Applier) ApplyStaged(ctx context.Context, objs []client.Object, order s
 	allReady := true
 	for _, st := range order.Stages {
 		stageReady := true
-		objs := byStage[st]
-		for i, res := range a.applyAll(ctx, st, objs) {
+		var objs []client.Object
+		var results []applied
+		for _, wave := range bindingsLast(byStage[st]) {
+			objs = append(objs, wave...)
+			results = append(results, a.applyAll(ctx, st, wave)...)
+		}
+		for i, res := range results {
 			key := strategy.KeyOf(objs[i])
 			if res.err != nil && st.BestEffort() {
 				logFor(log, key).Error(res.err, "Failed to apply a monitoring object; the control plane goes on")
@@ -129,6 +134,30 @@ func (a *Applier) ApplyStaged(ctx context.Context, objs []client.Object, order s
 	out.Created = true
 	out.Ready = allReady
 	return out, nil
+}
+
+// bindingsLast splits a stage's objects into the waves they are applied
+// in: the RoleBindings and ClusterRoleBindings after everything else. An
+// operator that is not a cluster admin (its ServiceAccount, holding only
+// the manifest's roles) binds a role only after the API server's
+// escalation check has read the role's rules: a binding applied
+// concurrently with its new role is refused while the role does not exist
+// yet (seen as "not found" on every upgrade that adds a Role and its
+// binding, v1.5.3 -> v1.6.6's synchronization controller).
+func bindingsLast(objs []client.Object) [][]client.Object {
+	var first, bindings []client.Object
+	for _, o := range objs {
+		switch o.GetObjectKind().GroupVersionKind().Kind {
+		case "RoleBinding", "ClusterRoleBinding":
+			bindings = append(bindings, o)
+		default:
+			first = append(first, o)
+		}
+	}
+	if len(first) == 0 || len(bindings) == 0 {
+		return [][]client.Object{objs}
+	}
+	return [][]client.Object{first, bindings}
 }
 
 type applied struct {
