@@ -371,6 +371,10 @@ func Validate(c *DeploymentConfig) error {
 			return err
 		}
 	}
+	if r := c.Infra.Replicas; r != nil && *r == 0 {
+		// Upstream refuses it too ("infra replica count can't be 0").
+		return fieldErr("spec.infra.replicas", "0", "must be at least 1: without virt-api and virt-controller every VM write is refused by their fail-closed webhooks and the control plane's APIService breaks discovery")
+	}
 	switch c.UninstallStrategy {
 	case "RemoveWorkloads", "BlockUninstallIfWorkloadsExist":
 	default:

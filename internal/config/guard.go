@@ -58,7 +58,9 @@ func checkOperatorOwned(f string, p Patch) error {
 	}
 	slices.Sort(targets)
 	webhooks := p.ResourceType == "ValidatingWebhookConfiguration"
-	bad := ""
+	// bad is the first path outside what is allowed; "" is a path too (the
+	// whole object, RFC 6901), so found says whether there is one.
+	bad, found := "", false
 	switch p.Type {
 	case "json":
 		var ops []map[string]any
@@ -73,7 +75,7 @@ func checkOperatorOwned(f string, p Patch) error {
 				ok = ok && (metadataPath.MatchString(from) || webhooks && webhookTune.MatchString(from))
 			}
 			if !ok {
-				bad = path
+				bad, found = path, true
 				break
 			}
 		}
@@ -84,20 +86,23 @@ func checkOperatorOwned(f string, p Patch) error {
 		}
 		for k, v := range obj {
 			if k != "metadata" {
-				bad = "/" + k
+				bad, found = "/"+k, true
 				break
 			}
 			md, _ := v.(map[string]any)
 			for mk := range md {
 				if mk != "labels" && mk != "annotations" {
-					bad = "/metadata/" + mk
+					bad, found = "/metadata/"+mk, true
 					break
 				}
 			}
 		}
 	}
-	if bad == "" {
+	if !found {
 		return nil
+	}
+	if bad == "" {
+		bad = `"" (the whole object)`
 	}
 	allowed := "labels and annotations"
 	if webhooks {

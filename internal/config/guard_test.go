@@ -56,6 +56,14 @@ func TestBadInputsNameTheField(t *testing.T) {
 		{"the operator's ClusterRole stripped", patch("ClusterRole", "kubevirt-operator", kvv1.JSONPatchType,
 			`[{"op": "replace", "path": "/rules", "value": []}]`), "spec.customizeComponents.patches[2]"},
 		{"every object's spec, by wildcards", patch("*", "*", kvv1.MergePatchType, `{"spec": {}}`), "spec.customizeComponents.patches[2]"},
+		{"the operator's webhook replaced whole (the root path)", patch("ValidatingWebhookConfiguration", "virt-operator-validator", kvv1.JSONPatchType,
+			`[{"op": "replace", "path": "", "value": {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "virt-operator-validator"}}}]`), "spec.customizeComponents.patches[2]"},
+		{"the operator's certificate Secret replaced whole", patch("Secret", "kubevirt-operator-certs", kvv1.JSONPatchType,
+			`[{"op": "replace", "path": "", "value": {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kubevirt-operator-certs"}}}]`), "spec.customizeComponents.patches[2]"},
+		{"no infra replicas", func(kv *kvv1.KubeVirt) {
+			zero := uint8(0)
+			kv.Spec.Infra = &kvv1.ComponentConfig{Replicas: &zero}
+		}, "spec.infra.replicas"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
