@@ -53,7 +53,7 @@ const (
 )
 
 // operatorUser is who the operator's pods run as.
-var operatorUser = fmt.Sprintf("system:serviceaccount:%s:%s", installNS, operatorSA)
+var operatorUser, operatorGroups = framework.ServiceAccountUser(installNS, operatorSA)
 
 // TestReleaseManifestsInstall is the two-step install of the README on the
 // local cluster, then the operator's whole life under the manifest's RBAC:
@@ -180,7 +180,7 @@ func TestReleaseManifestsInstall(t *testing.T) {
 	}
 
 	// 5. The operator as its ServiceAccount.
-	asOperator := impersonatingKubeconfig(t, env.Cluster.Kubeconfig(), t.TempDir())
+	asOperator := framework.KubeconfigAs(t, env.Cluster.Kubeconfig(), t.TempDir(), operatorUser, operatorGroups)
 	checkImpersonation(t, asOperator)
 	args := append([]string{"operator", "--kubeconfig", asOperator, "--namespace", installNS, "--leader-elect"}, framework.HostOperatorArgs(t)...)
 	op := env.Virtop(t, args...).Start()
@@ -434,33 +434,6 @@ func (k kubectl) try(args ...string) (string, error) {
 	full := append([]string{"--kubeconfig", k.kubeconfig, "--cache-dir", k.cacheDir}, args...)
 	out, err := exec.Command(k.bin, full...).CombinedOutput()
 	return string(out), err
-}
-
-// impersonatingKubeconfig writes a copy of the cluster's kubeconfig whose
-// user impersonates the operator's ServiceAccount with the groups the API
-// server gives a ServiceAccount token, and returns its path.
-func impersonatingKubeconfig(t *testing.T, kubeconfig, dir string) string {
-	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctxName := cfg.CurrentContext
-	kctx, ok := cfg.Contexts[ctxName]
-	if !ok {
-		t.Fatalf("%s: no current context", kubeconfig)
-	}
-	auth, ok := cfg.AuthInfos[kctx.AuthInfo]
-	if !ok {
-		t.Fatalf("%s: context %s has no user", kubeconfig, ctxName)
-	}
-	auth.Impersonate = operatorUser
-	auth.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + installNS, "system:authenticated"}
-	path := filepath.Join(dir, "kubeconfig-as-operator")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // checkImpersonation proves the kubeconfig acts as the ServiceAccount: it
