@@ -90,6 +90,9 @@ func badInputs(good *kvv1.KubeVirt) []badCase {
 	stripOwnHook, nStripOwnHook := withPatches(good, kvv1.CustomizeComponentsPatch{
 		ResourceType: "ValidatingWebhookConfiguration", ResourceName: "virt-operator-validator", Type: kvv1.JSONPatchType,
 		Patch: `[{"op": "remove", "path": "/webhooks/0"}]`})
+	replaceOwnHook, nReplaceOwnHook := withPatches(good, kvv1.CustomizeComponentsPatch{
+		ResourceType: "ValidatingWebhookConfiguration", ResourceName: "virt-operator-validator", Type: kvv1.JSONPatchType,
+		Patch: `[{"op": "replace", "path": "", "value": {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "virt-operator-validator"}}}]`})
 	badKind, nBadKind := withPatches(good, kvv1.CustomizeComponentsPatch{
 		ResourceType: "Pod", ResourceName: "*", Type: kvv1.MergePatchType, Patch: `{"metadata": {"labels": {"a": "b"}}}`})
 	typo, nTypo := withPatches(good, kvv1.CustomizeComponentsPatch{
@@ -164,6 +167,8 @@ func badInputs(good *kvv1.KubeVirt) []badCase {
 			want: refused, by: bySchema, field: "spec.infra.replicas", says: "should be greater than or equal to 0"},
 		{name: "absurd replicas", patch: specPatch(map[string]any{"infra": map[string]any{"replicas": 100000}}),
 			want: refused, by: bySchema, field: "spec.infra.replicas", says: "should be less than or equal to 255"},
+		{name: "no infra replicas", patch: specPatch(map[string]any{"infra": map[string]any{"replicas": 0}}),
+			want: refused, by: byWebhook, field: "spec.infra.replicas", says: "must be at least 1"},
 		{name: "replicas as a string", patch: specPatch(map[string]any{"workloads": map[string]any{"replicas": "three"}}),
 			want: refused, by: bySchema, field: "spec.workloads.replicas", says: "must be of type integer"},
 		// customizeComponents.
@@ -177,6 +182,8 @@ func badInputs(good *kvv1.KubeVirt) []badCase {
 			want: refused, by: byWebhook, field: p(nStripRBAC)},
 		{name: "patch removing the operator's own webhook", patch: stripOwnHook,
 			want: refused, by: byWebhook, field: p(nStripOwnHook)},
+		{name: "patch replacing the operator's own webhook whole (root path)", patch: replaceOwnHook,
+			want: refused, by: byWebhook, field: p(nReplaceOwnHook), says: "the whole object"},
 		{name: "patch of a kind the strategy has not", patch: badKind,
 			want: refused, by: byWebhook, field: p(nBadKind) + ".resourceType"},
 		{name: "patch of an unknown type", patch: specPatch(map[string]any{"customizeComponents": map[string]any{"patches": []any{
