@@ -38,30 +38,54 @@ var Protected = []schema.GroupVersionResource{
 }
 
 // ExistingWorkloads counts the protected objects present, by kind, reading
-// at most one of each. Kinds whose API is not served count none.
+// at most one of each. A kind without a CRD counts none; a kind whose CRD
+// exists but whose version here is not served is read through another
+// served version, and counts one when no version is served while objects
+// may be stored (CRDEmpty): the check fails closed.
 func ExistingWorkloads(ctx context.Context, r client.Reader, mapper meta.RESTMapper) (map[string]int, error) {
 	found := map[string]int{}
 	for _, gvr := range Protected {
 		gvk, err := mapper.KindFor(gvr)
+		if err == nil {
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+			err = r.List(ctx, list, client.Limit(1))
+			if err == nil {
+				if n := len(list.Items); n > 0 {
+					found[gvk.Kind] = n
+				}
+				continue
+			}
+		}
+		if !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+		// The version is not served (or not yet known to be): ask its CRD.
+		kind, holds, err := crdHolds(ctx, r, gvr)
 		if err != nil {
-			if meta.IsNoMatchError(err) {
-				continue
-			}
 			return nil, err
 		}
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := r.List(ctx, list, client.Limit(1)); err != nil {
-			if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
-				continue
-			}
-			return nil, err
-		}
-		if n := len(list.Items); n > 0 {
-			found[gvk.Kind] = n
+		if holds {
+			found[kind] = 1
 		}
 	}
 	return found, nil
+}
+
+// crdHolds reads the CRD of gvr: none holds nothing; one that exists holds
+// objects unless CRDEmpty says otherwise.
+func crdHolds(ctx context.Context, r client.Reader, gvr schema.GroupVersionResource) (string, bool, error) {
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	switch err := r.Get(ctx, client.ObjectKey{Name: gvr.Resource + "." + gvr.Group}, crd); {
+	case apierrors.IsNotFound(err):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("reading the CRD of %s: %w", gvr.GroupResource(), err)
+	}
+	empty, err := CRDEmpty(ctx, r, crd)
+	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+	return kind, !empty, err
 }
 
 // Blocked says why the controller does not start an uninstall while the
@@ -72,8 +96,11 @@ func Blocked(found map[string]int) string {
 }
 
 // CRDEmpty reports whether a CustomResourceDefinition holds no objects of
-// its kind, reading at most one through its first served version. A CRD
-// whose API is no longer served holds none.
+// its kind, reading at most one through its first served version. It
+// fails closed: a CRD that serves no version (customizeComponents may
+// patch CRDs) holds objects as far as anyone can tell while its
+// status.storedVersions names any, and a served version the API server
+// does not answer for yet is an error, retried.
 func CRDEmpty(ctx context.Context, r client.Reader, crd *unstructured.Unstructured) (bool, error) {
 	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
 	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
@@ -88,11 +115,12 @@ func CRDEmpty(ctx context.Context, r client.Reader, crd *unstructured.Unstructur
 		list.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: name, Kind: kind + "List"})
 		if err := r.List(ctx, list, client.Limit(1)); err != nil {
 			if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
-				return true, nil
+				return false, fmt.Errorf("CRD %s serves %s, which the API server does not answer for yet; cannot tell whether it holds objects: %w", crd.GetName(), name, err)
 			}
 			return false, err
 		}
 		return len(list.Items) == 0, nil
 	}
-	return true, nil
+	stored, _, _ := unstructured.NestedStringSlice(crd.Object, "status", "storedVersions")
+	return len(stored) == 0, nil
 }

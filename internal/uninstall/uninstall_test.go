@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -157,4 +158,63 @@ func keys(m map[string]int) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestUnservedCRDFailsClosed: a CRD patched to serve no version (as a
+// customizeComponents patch can) still stores its objects; the delete
+// guard must see them and the CRD must not count as empty. Both read it
+// as holding nothing before (an unserved kind counted none, a CRD serving
+// nothing was empty), and the default uninstall deleted the CRD with the
+// objects in it.
+func TestUnservedCRDFailsClosed(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	c := env.Client
+	ns := env.Namespace(t)
+	const cloneCRD = "virtualmachineclones.clone.kubevirt.io"
+	for _, crd := range crds(t, catalog.Default) {
+		if crd.Name == cloneCRD {
+			if err := c.Create(ctx, crd.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+		}
+	}
+	clone := &unstructured.Unstructured{}
+	clone.SetAPIVersion("clone.kubevirt.io/v1beta1")
+	clone.SetKind("VirtualMachineClone")
+	clone.SetNamespace(ns)
+	clone.SetName("clone-1")
+	_ = unstructured.SetNestedField(clone.Object, map[string]interface{}{"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": "vm-1"}, "spec", "source")
+	poll.Eventually(t, "a VirtualMachineClone stored", time.Minute, func() (bool, string) {
+		err := c.Create(ctx, clone.DeepCopy())
+		if err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+	live := &apiextv1.CustomResourceDefinition{}
+	if err := c.Get(ctx, types.NamespacedName{Name: cloneCRD}, live); err != nil {
+		t.Fatal(err)
+	}
+	for i := range live.Spec.Versions {
+		live.Spec.Versions[i].Served = false
+	}
+	if err := c.Update(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), live) })
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, "the unserved clones still found", time.Minute, func() (bool, string) {
+		found, err := uninstall.ExistingWorkloads(ctx, c, c.RESTMapper())
+		if err != nil {
+			return false, err.Error()
+		}
+		return found["VirtualMachineClone"] == 1, strings.Join(keys(found), ", ")
+	})
+	if empty, err := uninstall.CRDEmpty(ctx, c, &unstructured.Unstructured{Object: m}); err != nil || empty {
+		t.Errorf("CRDEmpty(%s) serving no version, holding a clone = %v, %v; want false", cloneCRD, empty, err)
+	}
 }
