@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -45,11 +46,33 @@ func (r *Reconciler) checkWorkloads(ctx context.Context, s *scope) (bool, error)
 
 // remove deletes what virtop created, in removal order, keeping CRDs that
 // still hold user objects unless the user chose RemoveWorkloads; the pass
-// waits until nothing remains.
+// waits until nothing remains. Under RemoveWorkloads the CRDs go first,
+// and the rest only once they are gone: their VMs and VMIs carry the
+// finalizers of virt-controller and virt-handler
+// (kubevirt.io/virtualMachineControllerFinalize,
+// foregroundDeleteVirtualMachine), which only those controllers clear;
+// removed with the CRDs, they would leave the CRDs Terminating for ever.
 func (r *Reconciler) remove(ctx context.Context, s *scope) (bool, error) {
 	kinds, err := ownership.Get()
 	if err != nil {
 		return false, err
+	}
+	if removesWorkloads(s.kv) {
+		var crds []schema.GroupVersionKind
+		for _, gvk := range kinds.Managed {
+			if gvk.Kind == "CustomResourceDefinition" {
+				crds = append(crds, gvk)
+			}
+		}
+		remaining, err := r.Applier.Remove(ctx, crds, s.kv.Namespace, nil)
+		if err != nil {
+			return false, err
+		}
+		if remaining > 0 {
+			ctrl.LoggerFrom(ctx).V(1).Info("Waiting for KubeVirt's CRDs to go before removing the controllers", "remaining", remaining)
+			s.requeueAfter = 5 * time.Second
+			return false, nil
+		}
 	}
 	keep := func(ctx context.Context, o *unstructured.Unstructured) (bool, error) {
 		if o.GetKind() != "CustomResourceDefinition" || removesWorkloads(s.kv) {

@@ -1,0 +1,105 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/testing/operatortest"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
+	"github.com/virtop-dev/virtop/internal/vocab"
+)
+
+// vmiControllerFinalizer is the finalizer virt-controller puts on every
+// VirtualMachineInstance and clears when it is deleted.
+const vmiControllerFinalizer = "kubevirt.io/virtualMachineControllerFinalize"
+
+// TestUninstallRemoveWorkloadsBeforeTheControllers: under RemoveWorkloads
+// the VMIs' finalizers are cleared only by virt-controller (here a fake one
+// that works while the virt-controller Deployment exists, as the real one
+// runs while its pods do). The uninstall must delete the CRDs and wait for
+// them to go before it removes the controllers; removed in the same pass,
+// the CRDs stayed Terminating and the KubeVirt resource was never
+// finalized.
+func TestUninstallRemoveWorkloadsBeforeTheControllers(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	c := env.Client
+	ctx := context.Background()
+	testenv.FakeReadiness(t, c, ns)
+	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
+	kv := newKubeVirt(t, ns, func(kv *kvv1.KubeVirt) { kv.Spec.UninstallStrategy = kvv1.KubeVirtUninstallStrategyRemoveWorkloads })
+	if err := c.Create(ctx, kv); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(kv)
+	waitAvailable(t, c, key)
+
+	vmi := &unstructured.Unstructured{}
+	vmi.SetAPIVersion("kubevirt.io/v1")
+	vmi.SetKind("VirtualMachineInstance")
+	vmi.SetNamespace(ns)
+	vmi.SetName("vmi-1")
+	vmi.SetFinalizers([]string{vmiControllerFinalizer})
+	_ = unstructured.SetNestedField(vmi.Object, map[string]interface{}{"domain": map[string]interface{}{"devices": map[string]interface{}{}}}, "spec")
+	if err := c.Create(ctx, vmi); err != nil {
+		t.Fatal(err)
+	}
+
+	// The fake virt-controller.
+	fakeCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	cleared := make(chan struct{}, 1)
+	go func() {
+		for fakeCtx.Err() == nil {
+			time.Sleep(100 * time.Millisecond)
+			if err := c.Get(fakeCtx, client.ObjectKey{Namespace: ns, Name: vocab.VirtController}, &appsv1.Deployment{}); err != nil {
+				continue // not running: nobody clears the finalizer
+			}
+			live := &unstructured.Unstructured{}
+			live.SetGroupVersionKind(vmi.GroupVersionKind())
+			if err := c.Get(fakeCtx, client.ObjectKeyFromObject(vmi), live); err != nil || live.GetDeletionTimestamp() == nil {
+				continue
+			}
+			patch := client.MergeFrom(live.DeepCopy())
+			live.SetFinalizers(nil)
+			if err := c.Patch(fakeCtx, live, patch); err == nil {
+				select {
+				case cleared <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+
+	if err := c.Delete(ctx, kv); err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, "the KubeVirt resource finalized", 3*time.Minute, func() (bool, string) {
+		cur := &kvv1.KubeVirt{}
+		err := c.Get(ctx, key, cur)
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		return false, fmt.Sprintf("%v; phase %s; Synchronized: %s", err, cur.Status.Phase, condition(cur, kvv1.KubeVirtConditionSynchronized).Message)
+	})
+	select {
+	case <-cleared:
+	default:
+		t.Error("the KubeVirt resource went without virt-controller clearing the VMI's finalizer")
+	}
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(vmi.GroupVersionKind())
+	if err := c.Get(ctx, client.ObjectKeyFromObject(vmi), live); !apierrors.IsNotFound(err) {
+		t.Errorf("the VMI is still there after the uninstall: %v", err)
+	}
+}
