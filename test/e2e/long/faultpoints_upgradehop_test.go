@@ -118,7 +118,7 @@ func TestKilledDuringNewestHop(t *testing.T) {
 	}
 
 	s.ensureInstalled(hopFrom)
-	if got := crdStoredVersions(t, s.c, exportCRD); !slices.Contains(got, "v1alpha1") {
+	if got := framework.StoredVersions(t, s.c, exportCRD); !slices.Contains(got, "v1alpha1") {
 		t.Fatalf("%s: storedVersions %v under %s; the hop needs v1alpha1 in them", exportCRD, got, hopFrom)
 	}
 	unrollHandlerTLS(t, s)
@@ -135,7 +135,7 @@ func TestKilledDuringNewestHop(t *testing.T) {
 	// the convergence check waits for: an operator goes on to it.
 	op := s.operator().Start()
 	took := poll.Eventually(t, "virt-handler at the TLS rollout's final form", rolloutTimeout, func(ctx context.Context) (bool, error) {
-		ok, why := handlerAtFinal(ctx, s.c)
+		ok, why := framework.HandlerTLSFinal(ctx, s.c)
 		return ok, fmt.Errorf("%s", why)
 	})
 	op.Stop(10 * time.Second)
@@ -145,7 +145,7 @@ func TestKilledDuringNewestHop(t *testing.T) {
 	if got := exportUIDs(t, s.c, ns); fmt.Sprint(got) != fmt.Sprint(before) {
 		t.Errorf("VMExports after the hop:\nbefore %v\nafter  %v", before, got)
 	}
-	if got := crdStoredVersions(t, s.c, exportCRD); slices.Contains(got, "v1alpha1") {
+	if got := framework.StoredVersions(t, s.c, exportCRD); slices.Contains(got, "v1alpha1") {
 		t.Errorf("%s: storedVersions %v after the hop; v1.9.0 does not serve v1alpha1", exportCRD, got)
 	}
 }
@@ -177,15 +177,6 @@ func exportUIDs(t *testing.T, c client.Client, ns string) map[string]string {
 		out[o.GetName()] = string(o.GetUID())
 	}
 	return out
-}
-
-func crdStoredVersions(t *testing.T, c client.Client, name string) []string {
-	t.Helper()
-	live := &apiextv1.CustomResourceDefinition{}
-	if err := c.Get(context.Background(), client.ObjectKey{Name: name}, live); err != nil {
-		t.Fatal(err)
-	}
-	return live.Status.StoredVersions
 }
 
 // unrollHandlerTLS puts the live virt-handler DaemonSet (no operator runs)
@@ -240,19 +231,4 @@ func unrollHandlerTLS(t *testing.T, s *suite) {
 		return !flag && old && rolled, fmt.Errorf("flag %v, old certificate %v, generation %d observed %d, updated %d available %d of %d",
 			flag, old, live.Generation, st.ObservedGeneration, st.UpdatedNumberScheduled, st.NumberAvailable, st.DesiredNumberScheduled)
 	})
-}
-
-// handlerAtFinal says whether the live virt-handler runs the staged TLS
-// rollout's final form (the flag on, the old certificate gone) rolled out.
-func handlerAtFinal(ctx context.Context, c client.Client) (bool, string) {
-	ds := &appsv1.DaemonSet{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: devcluster.InstallNamespace, Name: vocab.VirtHandler}, ds); err != nil {
-		return false, err.Error()
-	}
-	args := strings.Join(ds.Spec.Template.Spec.Containers[0].Args, " ")
-	flag := strings.Contains(args, plan.MigrationCNTypesFlag+" "+plan.MigrationCNTypesValue) || strings.Contains(args, plan.MigrationCNTypesFlag+"="+plan.MigrationCNTypesValue)
-	old := slices.ContainsFunc(ds.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == plan.OldHandlerClientCertVolume })
-	st := ds.Status
-	rolled := st.ObservedGeneration >= ds.Generation && st.UpdatedNumberScheduled == st.DesiredNumberScheduled && st.NumberAvailable == st.DesiredNumberScheduled
-	return flag && !old && rolled, fmt.Sprintf("flag %v, old certificate %v, rolled out %v", flag, old, rolled)
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,7 +20,6 @@ import (
 	"github.com/virtop-dev/virtop/internal/apply"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/ownership"
-	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
@@ -109,32 +107,6 @@ func uids(t *testing.T, c client.Client, ns string, objs []userObject) map[strin
 	return out
 }
 
-func storedVersions(t *testing.T, c client.Client, name string) []string {
-	t.Helper()
-	live := &apiextv1.CustomResourceDefinition{}
-	if err := c.Get(context.Background(), client.ObjectKey{Name: name}, live); err != nil {
-		t.Fatal(err)
-	}
-	return live.Status.StoredVersions
-}
-
-// handlerFinal says whether the live virt-handler runs the final form of
-// the staged TLS rollout: --migration-cn-types migration, no old client
-// certificate volume, and rolled out.
-func handlerFinal(ctx context.Context, c client.Client) (bool, string) {
-	ds := &appsv1.DaemonSet{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: devcluster.InstallNamespace, Name: vocab.VirtHandler}, ds); err != nil {
-		return false, err.Error()
-	}
-	args := strings.Join(ds.Spec.Template.Spec.Containers[0].Args, " ") + " " + strings.Join(ds.Spec.Template.Spec.Containers[0].Command, " ")
-	flag := strings.Contains(args, plan.MigrationCNTypesFlag+" "+plan.MigrationCNTypesValue) || strings.Contains(args, plan.MigrationCNTypesFlag+"="+plan.MigrationCNTypesValue)
-	oldVolume := slices.ContainsFunc(ds.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == plan.OldHandlerClientCertVolume })
-	st := ds.Status
-	rolled := st.ObservedGeneration >= ds.Generation && st.UpdatedNumberScheduled == st.DesiredNumberScheduled && st.NumberAvailable == st.DesiredNumberScheduled
-	return flag && !oldVolume && rolled, fmt.Sprintf("flag %v, old volume %v, generation %d observed %d, updated %d available %d of %d",
-		flag, oldVolume, ds.Generation, st.ObservedGeneration, st.UpdatedNumberScheduled, st.NumberAvailable, st.DesiredNumberScheduled)
-}
-
 // TestUpgradeChain installs v1.5.3 with user objects present and upgrades
 // it one minor version at a time to v1.9.0. Throughout the hops Available
 // never goes False and Degraded never goes True; no user object is lost
@@ -175,7 +147,7 @@ func TestUpgradeChain(t *testing.T) {
 			userObject{"instancetype.kubevirt.io/v1beta1", "VirtualMachinePreference", name})
 	}
 	for _, name := range oldStoredCRDs {
-		if got := storedVersions(t, c, name); !slices.Equal(got, []string{"v1alpha2"}) {
+		if got := framework.StoredVersions(t, c, name); !slices.Equal(got, []string{"v1alpha2"}) {
 			t.Fatalf("%s: storedVersions %v before the install, want [v1alpha2]", name, got)
 		}
 	}
@@ -188,7 +160,7 @@ func TestUpgradeChain(t *testing.T) {
 	framework.WaitKubeVirt(t, c, chain[0]+" Available", hopTimeout, framework.AvailableAt(chain[0]))
 	t.Logf("MEASURE install %s: %s", chain[0], time.Since(start).Round(100*time.Millisecond))
 	for _, name := range oldStoredCRDs {
-		if got := storedVersions(t, c, name); !slices.Contains(got, "v1alpha2") {
+		if got := framework.StoredVersions(t, c, name); !slices.Contains(got, "v1alpha2") {
 			t.Fatalf("%s: storedVersions %v under %s; the walk needs v1alpha2 in them", name, got, chain[0])
 		}
 	}
@@ -239,7 +211,7 @@ func TestUpgradeChain(t *testing.T) {
 		framework.WaitKubeVirt(t, c, to+" Available", hopTimeout, framework.AvailableAt(to))
 		if to != "v1.5.3" && to != "v1.6.6" {
 			poll.Eventually(t, to+": virt-handler's TLS rollout at its final form", hopTimeout, func() (bool, string) {
-				return handlerFinal(ctx, c)
+				return framework.HandlerTLSFinal(ctx, c)
 			})
 			// The rollout's last step is applied by a pass after Available:
 			// wait for the resource to settle again.
@@ -251,7 +223,7 @@ func TestUpgradeChain(t *testing.T) {
 		}
 		if to == "v1.7.4" {
 			for _, name := range oldStoredCRDs {
-				if got := storedVersions(t, c, name); !slices.Equal(got, []string{"v1beta1"}) {
+				if got := framework.StoredVersions(t, c, name); !slices.Equal(got, []string{"v1beta1"}) {
 					t.Errorf("%s: storedVersions %v under v1.7.4, want [v1beta1]", name, got)
 				}
 			}
