@@ -99,19 +99,7 @@ func adoptCase(t *testing.T, env *framework.Env, c client.Client, k kubectl, dir
 
 	users := userObjects(t, env, c)
 	rec := env.RecordConditions(t)
-	t.Cleanup(func() {
-		all, states := rec.Transitions()
-		t.Logf("%d condition transitions over %d states of the resource", len(all), states)
-		for _, tr := range all {
-			t.Logf("  %s", tr)
-			switch {
-			case tr.Type == kvv1.KubeVirtConditionAvailable && tr.To != corev1.ConditionTrue:
-				t.Errorf("Available went %s: %s", tr.To, tr)
-			case tr.Type == kvv1.KubeVirtConditionDegraded && tr.To == corev1.ConditionTrue:
-				t.Errorf("Degraded went True: %s: %s", tr, tr.Message)
-			}
-		}
-	})
+	t.Cleanup(func() { rec.CheckServedThroughout(t, "the takeover") })
 
 	// 1. Upstream's operator stopped; virtop's manifest applied over it;
 	// virtop's operator runs as the manifest's ServiceAccount.

@@ -158,3 +158,21 @@ func (r *ConditionRecorder) Since(i int) []Transition {
 func metaListOptions(rv string) *metav1.ListOptions {
 	return &metav1.ListOptions{ResourceVersion: rv}
 }
+
+// CheckServedThroughout logs every transition recorded and fails t for
+// each that left Available other than True or made Degraded True: a
+// rollout that kept serving and never failed. during names the rollout.
+func (r *ConditionRecorder) CheckServedThroughout(t testing.TB, during string) {
+	t.Helper()
+	all, states := r.Transitions()
+	t.Logf("%d condition transitions over %d states of the resource", len(all), states)
+	for _, tr := range all {
+		t.Logf("  %s", tr)
+		switch {
+		case tr.Type == kvv1.KubeVirtConditionAvailable && tr.To != corev1.ConditionTrue:
+			t.Errorf("Available went %s during %s: %s", tr.To, during, tr)
+		case tr.Type == kvv1.KubeVirtConditionDegraded && tr.To == corev1.ConditionTrue:
+			t.Errorf("Degraded went True during %s: %s: %s", during, tr, tr.Message)
+		}
+	}
+}

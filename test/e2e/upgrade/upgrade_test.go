@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -183,19 +182,7 @@ func TestUpgradeChain(t *testing.T) {
 
 	rec := env.RecordConditions(t)
 	// Checked however the walk ends (also when a hop times out).
-	t.Cleanup(func() {
-		all, events := rec.Transitions()
-		t.Logf("%d condition transitions over %d states of the resource", len(all), events)
-		for _, tr := range all {
-			t.Logf("  %s", tr)
-			switch {
-			case tr.Type == kvv1.KubeVirtConditionAvailable && tr.To != corev1.ConditionTrue:
-				t.Errorf("Available went %s during the walk: %s", tr.To, tr)
-			case tr.Type == kvv1.KubeVirtConditionDegraded && tr.To == corev1.ConditionTrue:
-				t.Errorf("Degraded went True during the walk: %s: %s", tr, tr.Message)
-			}
-		}
-	})
+	t.Cleanup(func() { rec.CheckServedThroughout(t, "the walk") })
 	for i := 1; i < len(chain); i++ {
 		from, to := chain[i-1], chain[i]
 		kv := &kvv1.KubeVirt{}
