@@ -176,6 +176,10 @@ func (s *installed) exec(ctx context.Context, decode bool, args []string) (*run,
 	cmd := exec.CommandContext(ctx, s.env.VirtopBin, argv...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// Once ctx ends and the process is killed, wait at most this long for
+	// its output pipes: without a bound, Run waits for them for ever if
+	// anything still holds them.
+	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
 	r := &run{stdout: stdout.String(), stderr: stderr.String()}
 	var ee *exec.ExitError
