@@ -411,12 +411,7 @@ func TestUninstall(t *testing.T) {
 	key := client.ObjectKeyFromObject(kv)
 	waitAvailable(t, c, key)
 
-	vmi := &unstructured.Unstructured{}
-	vmi.SetAPIVersion("kubevirt.io/v1")
-	vmi.SetKind("VirtualMachineInstance")
-	vmi.SetNamespace(ns)
-	vmi.SetName("vmi-1")
-	_ = unstructured.SetNestedField(vmi.Object, map[string]interface{}{"domain": map[string]interface{}{"devices": map[string]interface{}{}}}, "spec")
+	vmi := newVMI(ns, "vmi-1")
 	if err := c.Create(ctx, vmi); err != nil {
 		t.Fatal(err)
 	}
@@ -467,4 +462,32 @@ func TestUninstall(t *testing.T) {
 	if n := requestsTo(t, ".instancetype.kubevirt.io") - before; n != 0 {
 		t.Errorf("%g requests to the removed instancetype APIs in 20 idle seconds", n)
 	}
+}
+
+// setImageTag moves the KubeVirt resource at key to tag (a merge patch)
+// and returns it as patched.
+func setImageTag(t *testing.T, c client.Client, key client.ObjectKey, tag string) *kvv1.KubeVirt {
+	t.Helper()
+	cur := &kvv1.KubeVirt{}
+	if err := c.Get(context.Background(), key, cur); err != nil {
+		t.Fatal(err)
+	}
+	orig := cur.DeepCopy()
+	cur.Spec.ImageTag = tag
+	if err := c.Patch(context.Background(), cur, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	return cur
+}
+
+// newVMI is a minimal VirtualMachineInstance (not created).
+func newVMI(ns, name string, finalizers ...string) *unstructured.Unstructured {
+	vmi := &unstructured.Unstructured{}
+	vmi.SetAPIVersion("kubevirt.io/v1")
+	vmi.SetKind("VirtualMachineInstance")
+	vmi.SetNamespace(ns)
+	vmi.SetName(name)
+	vmi.SetFinalizers(finalizers)
+	_ = unstructured.SetNestedField(vmi.Object, map[string]interface{}{"domain": map[string]interface{}{"devices": map[string]interface{}{}}}, "spec")
+	return vmi
 }

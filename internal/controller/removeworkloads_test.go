@@ -44,13 +44,7 @@ func TestUninstallRemoveWorkloadsBeforeTheControllers(t *testing.T) {
 	key := client.ObjectKeyFromObject(kv)
 	waitAvailable(t, c, key)
 
-	vmi := &unstructured.Unstructured{}
-	vmi.SetAPIVersion("kubevirt.io/v1")
-	vmi.SetKind("VirtualMachineInstance")
-	vmi.SetNamespace(ns)
-	vmi.SetName("vmi-1")
-	vmi.SetFinalizers([]string{vmiControllerFinalizer})
-	_ = unstructured.SetNestedField(vmi.Object, map[string]interface{}{"domain": map[string]interface{}{"devices": map[string]interface{}{}}}, "spec")
+	vmi := newVMI(ns, "vmi-1", vmiControllerFinalizer)
 	if err := c.Create(ctx, vmi); err != nil {
 		t.Fatal(err)
 	}

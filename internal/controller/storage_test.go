@@ -202,15 +202,7 @@ func TestUpgradeMigratesStoredVersions(t *testing.T) {
 		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), err
 	})
 
-	cur := &kvv1.KubeVirt{}
-	if err := c.Get(ctx, key, cur); err != nil {
-		t.Fatal(err)
-	}
-	orig := cur.DeepCopy()
-	cur.Spec.ImageTag = "v1.7.4"
-	if err := c.Patch(ctx, cur, client.MergeFrom(orig)); err != nil {
-		t.Fatal(err)
-	}
+	cur := setImageTag(t, c, key, "v1.7.4")
 	poll.Eventually(t, "the upgrade stopped by the locked object", 2*time.Minute, func() (bool, string) {
 		if err := c.Get(ctx, key, cur); err != nil {
 			return false, err.Error()

@@ -225,15 +225,7 @@ func TestTuningLive(t *testing.T) {
 	})
 
 	t.Run("upgrade keeps the tuning", func(t *testing.T) {
-		cur := &kvv1.KubeVirt{}
-		if err := c.Get(ctx, key, cur); err != nil {
-			t.Fatal(err)
-		}
-		orig := cur.DeepCopy()
-		cur.Spec.ImageTag = "v1.5.3"
-		if err := c.Patch(ctx, cur, client.MergeFrom(orig)); err != nil {
-			t.Fatal(err)
-		}
+		cur := setImageTag(t, c, key, "v1.5.3")
 		poll.Eventually(t, "the update to v1.5.3", 3*time.Minute, func() (bool, string) {
 			if err := c.Get(ctx, key, cur); err != nil {
 				return false, err.Error()

@@ -105,15 +105,7 @@ func TestVersionPathRefusals(t *testing.T) {
 	}
 
 	// The next minor version is taken.
-	cur := &kvv1.KubeVirt{}
-	if err := c.Get(ctx, key, cur); err != nil {
-		t.Fatal(err)
-	}
-	orig := cur.DeepCopy()
-	cur.Spec.ImageTag = "v1.7.4"
-	if err := c.Patch(ctx, cur, client.MergeFrom(orig)); err != nil {
-		t.Fatal(err)
-	}
+	cur := setImageTag(t, c, key, "v1.7.4")
 	poll.Eventually(t, "the update to v1.7.4", 3*time.Minute, func() (bool, string) {
 		if err := c.Get(ctx, key, cur); err != nil {
 			return false, err.Error()
