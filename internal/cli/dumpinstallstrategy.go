@@ -34,7 +34,9 @@ func newDumpInstallStrategyCommand() *cobra.Command {
 		Short: "Render the install strategy named by $" + strategyjob.EnvDeploymentConfig + " and write its ConfigMap (what the strategy Job runs)",
 		Long: `Render the install strategy of the deployment config in $` + strategyjob.EnvDeploymentConfig + `
 (JSON, as the operator writes it into the strategy Job) with this binary's
-catalog, and write it as the strategy ConfigMap into the config's namespace
+catalog, sign it with the key in $` + vocab.EnvStrategySigningKey + ` (the operator's
+Secret ` + vocab.StrategySigningKeySecret + `; the operator loads no ConfigMap whose
+signature does not check), and write it as the strategy ConfigMap into the config's namespace
 with server-side apply, so a retried Job is harmless.
 
 The cluster comes from the standard loading rules and kubectl's connection
@@ -49,12 +51,13 @@ While the API server has not answered the write for a few seconds, a line on
 stderr every 10 s says so (the Job's log shows what it waits for).`,
 		Example: `  # what the strategy Job does, played on the host against a local cluster
   VIRTOP_DEPLOYMENT_CONFIG="$(kubectl -n kubevirt get kubevirt kubevirt -o jsonpath='{.status.targetDeploymentConfig}')" \
+    VIRTOP_STRATEGY_SIGNING_KEY="$(kubectl -n kubevirt get secret virtop-strategy-signing-key -o jsonpath='{.data.key}' | base64 -d)" \
     KUBECONFIG=~/.local/state/virtop/virtop/kubeconfig virtop dump-install-strategy`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), dumpInstallStrategyTimeout)
 			defer cancel()
-			return dumpInstallStrategy(ctx, os.Getenv(strategyjob.EnvDeploymentConfig), kube, cmd.ErrOrStderr())
+			return dumpInstallStrategy(ctx, os.Getenv(strategyjob.EnvDeploymentConfig), os.Getenv(vocab.EnvStrategySigningKey), kube, cmd.ErrOrStderr())
 		},
 	}
 	kube = addClusterFlags(cmd)
@@ -64,9 +67,13 @@ stderr every 10 s says so (the Job's log shows what it waits for).`,
 // dumpInstallStrategy renders the strategy of a JSON deployment config and
 // applies its ConfigMap. Errors a retry cannot fix are plain (exit 2);
 // others are ExitErrors with code 1.
-func dumpInstallStrategy(ctx context.Context, raw string, kube *clusterFlags, log io.Writer) error {
+func dumpInstallStrategy(ctx context.Context, raw, signingKey string, kube *clusterFlags, log io.Writer) error {
 	if raw == "" {
 		return fmt.Errorf("$%s is empty: it must hold the deployment config as JSON", strategyjob.EnvDeploymentConfig)
+	}
+	if len(signingKey) < strategy.MinSigningKeyLen {
+		return fmt.Errorf("$%s holds %d bytes, fewer than %d: it must hold the key of Secret %s (the operator loads no unsigned strategy)",
+			vocab.EnvStrategySigningKey, len(signingKey), strategy.MinSigningKeyLen, vocab.StrategySigningKeySecret)
 	}
 	cfg, err := config.Parse([]byte(raw))
 	if err != nil {
@@ -83,6 +90,9 @@ func dumpInstallStrategy(ctx context.Context, raw string, kube *clusterFlags, lo
 	cm, err := st.ConfigMap(cfg.Namespace)
 	if err != nil {
 		return fmt.Errorf("encode the install strategy of %s: %w", cfg.Version, err)
+	}
+	if err := strategy.Sign(cm, []byte(signingKey)); err != nil {
+		return err
 	}
 	fmt.Fprintf(log, "Rendered the install strategy of KubeVirt %s (deployment %s): %d objects, %d bytes encoded, in %s\n",
 		cfg.Version, cfg.ID, len(st.Objects), len(cm.Data[vocab.ManifestsKey]), time.Since(start).Round(time.Millisecond))

@@ -47,18 +47,29 @@ current-context: c
 	tests := []struct {
 		name   string
 		env    string
+		key    string // "" means a valid key
 		code   int
 		stderr []string
 	}{
-		{"no config", "", 2, []string{"$VIRTOP_DEPLOYMENT_CONFIG is empty"}},
-		{"bad JSON", "{not json", 2, []string{"$VIRTOP_DEPLOYMENT_CONFIG", "parse deployment config"}},
-		{"ID does not match", tampered.JSON(), 2, []string{"does not match its content"}},
-		{"version outside the catalog", jobConfig(t, "v9.9.9").JSON(), 2, []string{"render the install strategy of v9.9.9", "not in this virtop's catalog"}},
-		{"cluster unreachable", good.JSON(), 1, []string{"write ConfigMap kubevirt/kubevirt-install-strategy-" + good.ID[:10]}},
+		{"no signing key", good.JSON(), "-", 2, []string{"$VIRTOP_STRATEGY_SIGNING_KEY holds 0 bytes", "virtop-strategy-signing-key"}},
+		{"short signing key", good.JSON(), "abc", 2, []string{"$VIRTOP_STRATEGY_SIGNING_KEY holds 3 bytes, fewer than 32"}},
+		{"no config", "", "", 2, []string{"$VIRTOP_DEPLOYMENT_CONFIG is empty"}},
+		{"bad JSON", "{not json", "", 2, []string{"$VIRTOP_DEPLOYMENT_CONFIG", "parse deployment config"}},
+		{"ID does not match", tampered.JSON(), "", 2, []string{"does not match its content"}},
+		{"version outside the catalog", jobConfig(t, "v9.9.9").JSON(), "", 2, []string{"render the install strategy of v9.9.9", "not in this virtop's catalog"}},
+		{"cluster unreachable", good.JSON(), "", 1, []string{"write ConfigMap kubevirt/kubevirt-install-strategy-" + good.ID[:10]}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("VIRTOP_DEPLOYMENT_CONFIG", tt.env)
+			switch tt.key {
+			case "":
+				t.Setenv("VIRTOP_STRATEGY_SIGNING_KEY", strings.Repeat("0123456789abcdef", 4))
+			case "-":
+				t.Setenv("VIRTOP_STRATEGY_SIGNING_KEY", "")
+			default:
+				t.Setenv("VIRTOP_STRATEGY_SIGNING_KEY", tt.key)
+			}
 			var stdout, stderr bytes.Buffer
 			code := Main([]string{"dump-install-strategy"}, &stdout, &stderr)
 			if code != tt.code {

@@ -26,7 +26,7 @@ import (
 )
 
 // maxDecodedManifestLen bounds what a strategy ConfigMap may inflate to.
-const maxDecodedManifestLen = 64 << 20 // 64 MiB
+const maxDecodedManifestLen = 16 << 20 // 16 MiB: four times the largest release (v1.9.0, 4.2 MB)
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 

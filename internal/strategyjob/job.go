@@ -99,7 +99,14 @@ func Job(cfg *config.DeploymentConfig, image string) *batchv1.Job {
 			Command:         []string{Command, Subcommand},
 			// The operator's KV_IO_EXTRA_ENV_* variables, prefix stripped,
 			// as upstream hands them to its Job (proxy settings, for one).
-			Env: append(cfg.PassthroughEnvVars(), corev1.EnvVar{Name: EnvDeploymentConfig, Value: cfg.JSON()}),
+			// The signing key comes from the operator's Secret, resolved by
+			// the kubelet: the pod's ServiceAccount needs no Secret access.
+			Env: append(cfg.PassthroughEnvVars(),
+				corev1.EnvVar{Name: EnvDeploymentConfig, Value: cfg.JSON()},
+				corev1.EnvVar{Name: vocab.EnvStrategySigningKey, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+					LocalObjectReference: corev1.LocalObjectReference{Name: vocab.StrategySigningKeySecret},
+					Key:                  vocab.StrategySigningKeyKey,
+				}}}),
 			Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: CPURequest, corev1.ResourceMemory: MemoryRequest},
 				Limits:   corev1.ResourceList{corev1.ResourceCPU: CPULimit, corev1.ResourceMemory: MemoryLimit},

@@ -93,7 +93,19 @@ func runJobAsHostProcess(t *testing.T, env *testenv.Env, job *batchv1.Job, bin s
 	cmd := exec.Command(bin, ctr.Command[1:]...)
 	cmd.Env = []string{"KUBECONFIG=" + kubeconfig, "HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
 	for _, e := range ctr.Env {
-		cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+		v := e.Value
+		if ref := e.ValueFrom; ref != nil {
+			// As the kubelet resolves it.
+			if ref.SecretKeyRef == nil {
+				t.Fatalf("env %s comes from %v, which the test does not resolve", e.Name, ref)
+			}
+			sec := &corev1.Secret{}
+			if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: job.Namespace, Name: ref.SecretKeyRef.Name}, sec); err != nil {
+				t.Fatalf("env %s: %v", e.Name, err)
+			}
+			v = string(sec.Data[ref.SecretKeyRef.Key])
+		}
+		cmd.Env = append(cmd.Env, e.Name+"="+v)
 	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -158,6 +170,22 @@ func TestOperatorInstallsVersionOutsideItsCatalog(t *testing.T) {
 	t.Logf("virtop dump-install-strategy:\n%s", out)
 	if !strings.Contains(out, "Wrote ConfigMap "+ns+"/"+strategy.ConfigMapName(kv.Status.TargetDeploymentID)) {
 		t.Errorf("the process did not say what it wrote:\n%s", out)
+	}
+	// The ConfigMap is signed with the key of the operator's Secret, which
+	// goes with the KubeVirt resource.
+	written := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: strategy.ConfigMapName(kv.Status.TargetDeploymentID)}, written); err != nil {
+		t.Fatal(err)
+	}
+	sec := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: vocab.StrategySigningKeySecret}, sec); err != nil {
+		t.Fatal(err)
+	}
+	if err := strategy.CheckSignature(written, sec.Data[vocab.StrategySigningKeyKey]); err != nil {
+		t.Errorf("the Job's ConfigMap: %v", err)
+	}
+	if refs := sec.OwnerReferences; len(refs) != 1 || refs[0].UID != kv.UID {
+		t.Errorf("signing key Secret owned by %v, want the KubeVirt resource %s", refs, kv.UID)
 	}
 	// A retried pod is harmless: the apply is idempotent.
 	if out, err := runJobAsHostProcess(t, env, job, bin); err != nil {

@@ -2,6 +2,8 @@ package strategyjob
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -12,6 +14,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -140,6 +143,9 @@ func (r *Runner) Ensure(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.Depl
 		}
 		if r.Image == "" {
 			return State{}, errors.New("no strategy image is set (--strategy-image)")
+		}
+		if err := r.ensureKey(ctx, kv); err != nil {
+			return State{}, err
 		}
 		job = Job(cfg, r.Image)
 		if err := r.Client.Create(ctx, job, client.FieldOwner(vocab.ManagedByValue)); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -377,4 +383,53 @@ func attemptsWord(n int) string {
 		return "1 attempt failed"
 	}
 	return fmt.Sprintf("%d attempts failed", n)
+}
+
+// ensureKey creates the Secret holding the key the Job signs the strategy
+// ConfigMap with, when it is missing: 32 random bytes, hex-encoded, owned
+// by the KubeVirt resource so it goes with it. It carries the strategy
+// label, which keeps prune and uninstall from taking it for a control
+// plane object.
+func (r *Runner) ensureKey(ctx context.Context, kv *kvv1.KubeVirt) error {
+	key := client.ObjectKey{Namespace: kv.Namespace, Name: vocab.StrategySigningKeySecret}
+	err := r.Reader.Get(ctx, key, &corev1.Secret{})
+	if err == nil || !apierrors.IsNotFound(err) {
+		return err
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return err
+	}
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      key.Name,
+			Namespace: key.Namespace,
+			Labels:    map[string]string{vocab.InstallStrategyLabel: "", vocab.ManagedByLabel: vocab.ManagedByValue},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{vocab.StrategySigningKeyKey: []byte(hex.EncodeToString(raw))},
+	}
+	if kv.UID != "" {
+		sec.OwnerReferences = []metav1.OwnerReference{{APIVersion: kvv1.GroupVersion.String(), Kind: "KubeVirt", Name: kv.Name, UID: kv.UID}}
+	}
+	if err := r.Client.Create(ctx, sec, client.FieldOwner(vocab.ManagedByValue)); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the strategy signing key Secret %s: %w", key, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Created the strategy signing key", "secret", key.String())
+	return nil
+}
+
+// Verify says whether cm was written by this operator's strategy Job: its
+// signature checks with the key of the install namespace's Secret. A
+// ConfigMap that fails is never decoded.
+func (r *Runner) Verify(ctx context.Context, cm *corev1.ConfigMap) error {
+	sec := &corev1.Secret{}
+	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: cm.Namespace, Name: vocab.StrategySigningKeySecret}, sec)
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("there is no signing key (Secret %s/%s), so virtop's strategy Job did not write it", cm.Namespace, vocab.StrategySigningKeySecret)
+	}
+	if err != nil {
+		return err
+	}
+	return strategy.CheckSignature(cm, sec.Data[vocab.StrategySigningKeyKey])
 }

@@ -73,6 +73,24 @@ const (
 	ManifestsKey = "manifests"
 )
 
+// Provenance of a strategy ConfigMap the dump-install-strategy Job writes
+// (virtop's own; upstream's ConfigMaps carry none): the Job signs it with
+// a key only the operator and the Job's pod see, and the operator loads
+// no ConfigMap whose signature does not check.
+const (
+	// StrategySignatureAnnotation holds "hmac-sha256:<hex>" of the
+	// ConfigMap's identity and manifests (strategy.Sign).
+	StrategySignatureAnnotation = "virtop.dev/strategy-signature"
+	// StrategySigningKeySecret is the Secret in the install namespace
+	// holding the key under StrategySigningKeyKey; the operator creates it
+	// owned by the KubeVirt resource.
+	StrategySigningKeySecret = "virtop-strategy-signing-key"
+	StrategySigningKeyKey    = "key"
+	// EnvStrategySigningKey is how the Job's container gets the key (from
+	// the Secret, resolved by the kubelet).
+	EnvStrategySigningKey = "VIRTOP_STRATEGY_SIGNING_KEY"
+)
+
 // Annotations every object of a strategy carries.
 const (
 	// StageAnnotation holds the object's apply stage.

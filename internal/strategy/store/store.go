@@ -53,6 +53,9 @@ type Jobs interface {
 	// Done is called once the strategy of cfg has loaded from its
 	// ConfigMap, to delete finished Jobs.
 	Done(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) error
+	// Verify says whether the Job wrote cm (its signature checks); the
+	// Store decodes no ConfigMap that fails.
+	Verify(ctx context.Context, cm *corev1.ConfigMap) error
 }
 
 // Store resolves strategies. Its memory is its own: one Store per
@@ -172,27 +175,30 @@ func (s *Store) render(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.Deplo
 // ConfigMap that cannot be read, or holds another deployment's strategy,
 // is deleted so the Job produces it again.
 func (s *Store) load(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) (Resolution, error) {
-	log := ctrl.LoggerFrom(ctx)
+	if s.Jobs == nil {
+		// No Job, so no ConfigMap of a version outside the catalog is
+		// virtop's: none is read.
+		return Resolution{Invalid: fmt.Errorf("spec.imageTag: %w; set the operator's --strategy-image to a virtop image whose catalog has it",
+			&catalog.NotInCatalogError{Version: cfg.Version, Have: s.Catalog.Versions()})}, nil
+	}
 	cm := &corev1.ConfigMap{}
 	err := s.Client.Get(ctx, client.ObjectKey{Namespace: kv.Namespace, Name: strategy.ConfigMapName(cfg.ID)}, cm)
 	switch {
 	case err == nil:
-		st, derr := strategy.FromConfigMap(cm)
-		if derr == nil && st.ID == cfg.ID {
+		st, refused, err := s.trusted(ctx, kv, cfg, cm)
+		if err != nil {
+			return Resolution{}, err
+		}
+		if st != nil {
 			s.strategies.Put(cfg.ID, &resolved{strategy: st}, kept)
-			if s.Jobs != nil {
-				if err := s.Jobs.Done(ctx, kv, cfg); err != nil {
-					log.Error(err, "Failed to delete finished install strategy Jobs")
-				}
+			if err := s.Jobs.Done(ctx, kv, cfg); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "Failed to delete finished install strategy Jobs")
 			}
 			return Resolution{Strategy: st}, nil
 		}
-		if derr == nil {
-			derr = fmt.Errorf("it is labelled for deployment %s", st.ID)
-		}
-		log.Info("Deleting unreadable install strategy ConfigMap; it will be produced again", "configMap", cm.Name, "reason", derr.Error())
+		ctrl.LoggerFrom(ctx).Info("Deleting install strategy ConfigMap it will not load; it will be produced again", "configMap", cm.Name, "reason", refused.err.Error())
 		if s.Recorder != nil {
-			s.Recorder.Eventf(kv, nil, corev1.EventTypeWarning, "StrategyCorrupt", "Delete", "Install strategy ConfigMap %s was unreadable (%v); producing it again", cm.Name, derr)
+			s.Recorder.Eventf(kv, nil, corev1.EventTypeWarning, refused.reason, "Delete", "Install strategy ConfigMap %s was not loaded (%v); producing it again", cm.Name, refused.err)
 		}
 		if err := s.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
 			return Resolution{}, err
@@ -200,15 +206,52 @@ func (s *Store) load(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.Deploym
 	case !apierrors.IsNotFound(err):
 		return Resolution{}, err
 	}
-	if s.Jobs == nil {
-		return Resolution{Invalid: fmt.Errorf("spec.imageTag: %w; set the operator's --strategy-image to a virtop image whose catalog has it",
-			&catalog.NotInCatalogError{Version: cfg.Version, Have: s.Catalog.Versions()})}, nil
-	}
 	state, err := s.Jobs.Ensure(ctx, kv, cfg)
 	if err != nil {
 		return Resolution{}, err
 	}
 	return Resolution{Pending: state.Pending, Failed: state.Failed, RequeueAfter: state.RequeueAfter}, nil
+}
+
+// refusal is why a ConfigMap is not loaded, with the event reason.
+type refusal struct {
+	reason string
+	err    error
+}
+
+// trusted returns the strategy of a Job's ConfigMap when it may be
+// applied: signed by the Job (checked before anything is decoded),
+// readable, of the deployment, and holding only the kinds and namespaces
+// a strategy holds. Otherwise it says why: StrategyUntrusted for a
+// ConfigMap the Job did not write (or that was changed after),
+// StrategyCorrupt for one that does not read as a strategy of cfg. An
+// error is a failure to read the key.
+func (s *Store) trusted(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig, cm *corev1.ConfigMap) (*strategy.Strategy, *refusal, error) {
+	if err := s.Jobs.Verify(ctx, cm); err != nil {
+		if isAPIError(err) {
+			return nil, nil, err
+		}
+		return nil, &refusal{"StrategyUntrusted", err}, nil
+	}
+	st, err := strategy.FromConfigMap(cm)
+	switch {
+	case err != nil:
+	case st.ID != cfg.ID:
+		err = fmt.Errorf("it is labelled for deployment %s", st.ID)
+	default:
+		err = strategy.CheckContents(st.Objects, kv.Namespace)
+	}
+	if err != nil {
+		return nil, &refusal{"StrategyCorrupt", err}, nil
+	}
+	return st, nil, nil
+}
+
+// isAPIError says whether err came from the API server (a read that
+// failed), not from the check.
+func isAPIError(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status)
 }
 
 // Collect keeps the strategy ConfigMaps of the current and the previous

@@ -69,10 +69,41 @@ func hasEvent(evs []string, parts ...string) bool {
 }
 
 // jobs plays the strategy Job runner: it counts the calls and returns a
-// fixed state.
+// fixed state; Verify is the real Runner's, reading the key Secret from
+// the API server.
 type jobs struct {
 	ensured, done int
 	state         strategyjob.State
+	verifier      *strategyjob.Runner
+}
+
+func (j *jobs) Verify(ctx context.Context, cm *corev1.ConfigMap) error {
+	return j.verifier.Verify(ctx, cm)
+}
+
+// testKey is the signing key of signingKey's Secret.
+var testKey = []byte(strings.Repeat("0123456789abcdef", 4))
+
+// signingKey creates the install namespace's signing key Secret, as the
+// Runner does before it creates a Job.
+func signingKey(t *testing.T, c client.Client, ns string) {
+	t.Helper()
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: vocab.StrategySigningKeySecret},
+		Data:       map[string][]byte{vocab.StrategySigningKeyKey: testKey},
+	}
+	if err := c.Create(context.Background(), sec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// signed signs cm as the Job does.
+func signed(t *testing.T, cm *corev1.ConfigMap) *corev1.ConfigMap {
+	t.Helper()
+	if err := strategy.Sign(cm, testKey); err != nil {
+		t.Fatal(err)
+	}
+	return cm
 }
 
 func (j *jobs) Ensure(context.Context, *kvv1.KubeVirt, *config.DeploymentConfig) (strategyjob.State, error) {
@@ -199,7 +230,8 @@ func TestResolveFromTheJob(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	rec := events.NewFakeRecorder(16)
-	j := &jobs{state: strategyjob.State{Pending: "the Job runs", RequeueAfter: 15 * time.Second}}
+	j := &jobs{state: strategyjob.State{Pending: "the Job runs", RequeueAfter: 15 * time.Second},
+		verifier: strategyjob.New(env.Client, env.Client, "example.com/virtop:test")}
 	newStore := func() *store.Store {
 		return &store.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: restricted(t, "v1.5.0"), Jobs: j, Recorder: rec}
 	}
@@ -211,7 +243,7 @@ func TestResolveFromTheJob(t *testing.T) {
 		t.Fatalf("Resolve without a ConfigMap = %+v, %v (Ensure called %d times); want the Job's state", res, err, j.ensured)
 	}
 
-	// The Job writes the ConfigMap.
+	// The Job writes the ConfigMap, signed with the operator's key.
 	want, err := strategy.Generate(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +252,8 @@ func TestResolveFromTheJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Client.Create(ctx, cm.DeepCopy()); err != nil {
+	signingKey(t, env.Client, ns)
+	if err := env.Client.Create(ctx, signed(t, cm.DeepCopy())); err != nil {
 		t.Fatal(err)
 	}
 	res, err = s.Resolve(ctx, kv, cfg)
@@ -234,28 +267,49 @@ func TestResolveFromTheJob(t *testing.T) {
 		t.Errorf("a second Resolve read the ConfigMap again instead of using the remembered strategy")
 	}
 
-	for name, corrupt := range map[string]func(*corev1.ConfigMap){
-		"unreadable": func(cm *corev1.ConfigMap) { cm.Data[vocab.ManifestsKey] = "not gzip+base64" },
-		"another deployment's": func(cm *corev1.ConfigMap) {
+	// A signed ConfigMap that does not read as the deployment's strategy
+	// is corrupt; one the Job did not sign (or that changed after) is
+	// untrusted and never decoded. Either is deleted, an event says which,
+	// and the Job runs again.
+	pod := "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: miner\n  namespace: kube-system\nspec:\n  containers: [{name: c, image: evil}]\n"
+	for _, c := range []struct {
+		name, event string
+		resign      bool
+		mutate      func(*corev1.ConfigMap)
+	}{
+		{"unreadable", "StrategyCorrupt", true, func(cm *corev1.ConfigMap) { cm.Data[vocab.ManifestsKey] = "not gzip+base64" }},
+		{"another deployment's", "StrategyCorrupt", true, func(cm *corev1.ConfigMap) {
 			cm.Annotations[vocab.InstallStrategyIdentifierAnnotation] = "0123456789abcdef"
-		},
+		}},
+		{"a Pod in kube-system, signed", "StrategyCorrupt", true, func(cm *corev1.ConfigMap) {
+			delete(cm.Annotations, vocab.InstallStrategyEncodingAnnotation)
+			cm.Data[vocab.ManifestsKey] = pod
+		}},
+		{"unsigned, written by someone else", "StrategyUntrusted", false, func(cm *corev1.ConfigMap) {
+			delete(cm.Annotations, vocab.StrategySignatureAnnotation)
+			delete(cm.Annotations, vocab.InstallStrategyEncodingAnnotation)
+			cm.Data[vocab.ManifestsKey] = pod
+		}},
+		{"changed after the Job signed it", "StrategyUntrusted", false, func(cm *corev1.ConfigMap) {
+			cm.Annotations[vocab.InstallStrategyRegistryAnnotation] = "evil.example.com"
+		}},
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(c.name, func(t *testing.T) {
+			bad := signed(t, cm.DeepCopy())
+			c.mutate(bad)
+			if c.resign {
+				signed(t, bad)
+			}
 			live := &corev1.ConfigMap{}
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cm), live); apierrors.IsNotFound(err) {
-				live = cm.DeepCopy()
-				corrupt(live)
-				if err := env.Client.Create(ctx, live); err != nil {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cm), live); err == nil {
+				bad.ResourceVersion = live.ResourceVersion
+				if err := env.Client.Update(ctx, bad); err != nil {
 					t.Fatal(err)
 				}
-			} else if err != nil {
+			} else if !apierrors.IsNotFound(err) {
 				t.Fatal(err)
-			} else {
-				base := live.DeepCopy()
-				corrupt(live)
-				if err := env.Client.Patch(ctx, live, client.MergeFrom(base)); err != nil {
-					t.Fatal(err)
-				}
+			} else if err := env.Client.Create(ctx, bad); err != nil {
+				t.Fatal(err)
 			}
 			recordedEvents(rec)
 			ensured := j.ensured
@@ -268,10 +322,51 @@ func TestResolveFromTheJob(t *testing.T) {
 			if !apierrors.IsNotFound(err) {
 				t.Errorf("the bad ConfigMap is still there (%v)", err)
 			}
-			if evs := recordedEvents(rec); !hasEvent(evs, "Warning", "StrategyCorrupt", cm.Name) {
-				t.Errorf("events %q, want a StrategyCorrupt warning naming %s", evs, cm.Name)
+			if evs := recordedEvents(rec); !hasEvent(evs, "Warning", c.event, cm.Name) {
+				t.Errorf("events %q, want a %s warning naming %s", evs, c.event, cm.Name)
 			}
 		})
+	}
+
+	// Without a key Secret no ConfigMap is trusted.
+	if err := env.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: vocab.StrategySigningKeySecret}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, signed(t, cm.DeepCopy())); err != nil {
+		t.Fatal(err)
+	}
+	recordedEvents(rec)
+	if res, err := newStore().Resolve(ctx, kv, cfg); err != nil || res.Strategy != nil {
+		t.Fatalf("Resolve without the key = %+v, %v; want it pending on the Job", res, err)
+	}
+	if evs := recordedEvents(rec); !hasEvent(evs, "StrategyUntrusted", "there is no signing key") {
+		t.Errorf("events %q, want StrategyUntrusted saying there is no signing key", evs)
+	}
+}
+
+// With no Job (no --strategy-image), a version outside the catalog is a
+// configuration error, and a ConfigMap of its name is not read, however
+// it looks.
+func TestResolveWithoutJobsReadsNoConfigMap(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	kv, cfg := newConfig(t, ns, "v1.5.3", nil)
+	want, err := strategy.Generate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := want.ConfigMap(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	s := &store.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: restricted(t, "v1.5.0")}
+	res, err := s.Resolve(ctx, kv, cfg)
+	if err != nil || res.Strategy != nil || res.Invalid == nil || !strings.Contains(res.Invalid.Error(), "--strategy-image") {
+		t.Fatalf("Resolve = %+v, %v; want Invalid naming --strategy-image", res, err)
 	}
 }
 
