@@ -1,6 +1,9 @@
 package strategy
 
 import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
 	"strings"
 	"testing"
 
@@ -13,6 +16,7 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Every release of the catalog, in two install namespaces and with every
@@ -77,4 +81,29 @@ func TestCheckContentsRefuses(t *testing.T) {
 	if err := CheckContents([]client.Object{reader}, "kubevirt"); err != nil {
 		t.Errorf("the auth-reader RoleBinding: %v", err)
 	}
+}
+
+// BenchmarkRefuseInflatingConfigMap: a ConfigMap whose manifests inflate
+// past the decode bound (issue 19's 333 KiB that inflated to 63 MiB of
+// YAML) is refused after reading the bound; B/op is its memory cost.
+func BenchmarkRefuseInflatingConfigMap(b *testing.B) {
+	doc := []byte("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: kubevirt\ndata:\n  k: " + strings.Repeat("v", 1000) + "\n")
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	for n := 0; n < 63<<20; n += len(doc) {
+		w.Write(doc)
+	}
+	w.Close()
+	cm, err := generateFor(b, nil).ConfigMap("kubevirt")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cm.Data[vocab.ManifestsKey] = base64.StdEncoding.EncodeToString(buf.Bytes())
+	b.ResetTimer()
+	for range b.N {
+		if _, err := FromConfigMap(cm); err == nil || !strings.Contains(err.Error(), "inflate to more than") {
+			b.Fatalf("FromConfigMap = %v, want the bound's error", err)
+		}
+	}
+	b.ReportMetric(float64(len(cm.Data[vocab.ManifestsKey])), "encoded-bytes")
 }
