@@ -191,7 +191,9 @@ func applyPatch(o client.Object, p config.Patch) (client.Object, error) {
 		if _, isU := o.(*unstructured.Unstructured); isU {
 			// Kinds without Go types have no patch strategy; like kubectl
 			// for custom resources, merge them as a JSON merge patch.
-			patched, err = jsonpatch.MergePatch(orig, pj)
+			if patched, err = jsonpatch.MergePatch(orig, pj); err != nil {
+				return nil, err
+			}
 			break
 		}
 		patched, err = strategicpatch.StrategicMergePatch(orig, pj, o)
