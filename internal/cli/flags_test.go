@@ -211,3 +211,18 @@ func TestExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// Leader election is on unless turned off: two operators of a namespace
+// (a Deployment scaled up, a second install of the chart) must not both
+// reconcile with one field manager.
+func TestOperatorElectsALeaderByDefault(t *testing.T) {
+	root := NewRootCommand(&bytes.Buffer{}, &bytes.Buffer{})
+	op, _, err := root.Find([]string{"operator"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := op.Flags().Lookup("leader-elect")
+	if f == nil || f.DefValue != "true" {
+		t.Fatalf("--leader-elect default %v, want true", f)
+	}
+}

@@ -25,11 +25,12 @@ control plane for the KubeVirt resource in --namespace.
 
 In a cluster it runs as the Deployment virt-operator; on a local cluster
 'virtop up' starts it as a host process.`,
-		Example: `  # against the cluster of a kubeconfig, without leader election
-  virtop operator --kubeconfig ~/.kube/config --namespace kubevirt
+		Example: `  # in a cluster (leader election on: replicas take turns holding Lease virt-operator)
+  virtop operator --namespace kubevirt
 
-  # in a cluster, two replicas
-  virtop operator --namespace kubevirt --leader-elect`,
+  # one process against the cluster of a kubeconfig, which need not wait
+  # for a Lease a killed predecessor held
+  virtop operator --kubeconfig ~/.kube/config --namespace kubevirt --leader-elect=false`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -52,7 +53,9 @@ In a cluster it runs as the Deployment virt-operator; on a local cluster
 	kube = addClusterFlags(cmd)
 	cmd.Flags().Lookup("namespace").Usage = "install namespace: where the operator and the KubeVirt resource live (default " + config.DefaultNamespace + ")"
 	fs := cmd.Flags()
-	fs.BoolVar(&opts.LeaderElect, "leader-elect", false, "elect a leader among operator replicas (Lease virt-operator)")
+	// On by default: two operators of one namespace would otherwise both
+	// reconcile, with the same field manager.
+	fs.BoolVar(&opts.LeaderElect, "leader-elect", true, "elect a leader among operator replicas (Lease virt-operator); =false only for a single process")
 	fs.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8443", "address of the HTTPS metrics endpoint; 0 disables it")
 	fs.StringVar(&opts.PprofBindAddress, "pprof-bind-address", "", "address of net/http/pprof for profiling; empty disables it")
 	fs.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; 0 disables them")

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,6 +70,8 @@ type Reconciler struct {
 
 	migratorOnce sync.Once
 	memory       memorySettler
+	// conflicts counts the status writes in a row that met a conflict.
+	conflicts atomic.Int32
 	// tunings keeps recently rendered monitoring tunings.
 	tunings plan.TuningCache
 }
@@ -210,12 +213,16 @@ func (r *Reconciler) finish(ctx context.Context, s *scope) (ctrl.Result, error) 
 			// The resource changed since this pass read it (the cache is
 			// behind a write of ours, or the user edited it): routine, not
 			// an error. Run again on the current copy.
-			log.V(1).Info("The KubeVirt resource changed during the pass; running again", "reason", werr.Error())
-			return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
+			// Each conflict in a row doubles the wait: a writer that
+			// keeps changing the resource does not get a pass every 200 ms.
+			wait := conflictDelay(int(r.conflicts.Add(1)))
+			log.V(1).Info("The KubeVirt resource changed during the pass; running again", "reason", werr.Error(), "after", wait.String())
+			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 		log.Error(werr, "Failed to write status")
 		return ctrl.Result{}, errors.Join(err, werr)
 	}
+	r.conflicts.Store(0)
 	switch {
 	case s.deleted:
 		if ferr := r.removeFinalizer(ctx, s.kv); ferr != nil {
@@ -229,6 +236,16 @@ func (r *Reconciler) finish(ctx context.Context, s *scope) (ctrl.Result, error) 
 		r.memory.observe(err == nil && f.Settled())
 	}
 	return ctrl.Result{RequeueAfter: s.requeueAfter}, err
+}
+
+// conflictDelay is the wait before the pass after the nth status
+// conflict in a row: 200 ms, doubling, at most 10 s.
+func conflictDelay(n int) time.Duration {
+	d := 200 * time.Millisecond
+	for i := 1; i < n && d < 10*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 10*time.Second)
 }
 
 // servedKey is the KubeVirt resource this operator serves: the oldest one

@@ -3,7 +3,9 @@ package controller
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +17,7 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/controller/kvstatus"
 	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/testing/testenv"
 )
 
 // A pass that read the KubeVirt resource before an earlier pass's status
@@ -63,5 +66,63 @@ func TestWriteStatusFromStaleCopyConflicts(t *testing.T) {
 	}
 	if !ptr.Equal(got.Status.ObservedGeneration, ptr.To[int64](2)) {
 		t.Errorf("observedGeneration %v, want 2", got.Status.ObservedGeneration)
+	}
+}
+
+// A status write that keeps meeting a conflict (another writer keeps
+// changing the resource) is retried after a wait that doubles with each
+// conflict in a row, and the first write that lands resets it. On the
+// real API server: the scope's copy is made stale by an update.
+func TestStatusConflictsBackOff(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kubevirt"}}
+	if err := env.Client.Create(ctx, kv); err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: env.Client}
+	stale := func() *scope {
+		cur := &kvv1.KubeVirt{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(kv), cur); err != nil {
+			t.Fatal(err)
+		}
+		s := &scope{orig: cur.DeepCopy(), kv: cur.DeepCopy()}
+		// Another writer changes the resource after the pass read it.
+		cur.Labels = map[string]string{"touched": cur.ResourceVersion}
+		if err := env.Client.Update(ctx, cur); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	var waits []time.Duration
+	for range 4 {
+		res, err := r.finish(ctx, stale())
+		if err != nil {
+			t.Fatalf("a conflict is routine, yet finish returned %v", err)
+		}
+		waits = append(waits, res.RequeueAfter)
+	}
+	want := []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond}
+	if !slices.Equal(waits, want) {
+		t.Errorf("waits after conflicts in a row %v, want %v", waits, want)
+	}
+	fresh := &kvv1.KubeVirt{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(kv), fresh); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.finish(ctx, &scope{orig: fresh.DeepCopy(), kv: fresh}); err != nil {
+		t.Fatal(err)
+	}
+	// (the status is now as computed: a copy without it makes the pass
+	// write again)
+	again := stale()
+	again.orig.Status = kvv1.KubeVirtStatus{}
+	again.kv.Status = kvv1.KubeVirtStatus{}
+	if res, _ := r.finish(ctx, again); res.RequeueAfter != 200*time.Millisecond {
+		t.Errorf("after a landed write, a conflict waits %s, want 200ms", res.RequeueAfter)
+	}
+	if conflictDelay(100) != 10*time.Second {
+		t.Errorf("conflictDelay(100) = %s, want the 10s cap", conflictDelay(100))
 	}
 }

@@ -24,9 +24,16 @@ func OperatorBuilt(ctx context.Context, virtop string) bool {
 	return err == nil && strings.Contains(string(out), "operator")
 }
 
-// OperatorArgs is the command line (after the binary) the operator runs with.
+// OperatorArgs is the command line (after the binary) the operator runs
+// with: leader election off (the operator's default is on), so that a
+// host process started again after a SIGKILL does not wait out the dead
+// one's Lease; a later --leader-elect turns it on.
 func (c *Cluster) OperatorArgs() []string {
-	return []string{"operator", "--kubeconfig", c.Kubeconfig(), "--namespace", InstallNamespace}
+	return c.operatorArgs(false)
+}
+
+func (c *Cluster) operatorArgs(leaderElect bool) []string {
+	return []string{"operator", "--kubeconfig", c.Kubeconfig(), "--namespace", InstallNamespace, fmt.Sprintf("--leader-elect=%t", leaderElect)}
 }
 
 // UpOperatorArgs is the command line of the operator `virtop up` starts:
@@ -35,7 +42,7 @@ func (c *Cluster) OperatorArgs() []string {
 // upstream's alerts read it); the host process has no pod to tell that it
 // runs.
 func (c *Cluster) UpOperatorArgs() []string {
-	return append(c.OperatorArgs(), "--leader-elect")
+	return c.operatorArgs(true)
 }
 
 // HostOperatorFlags are the flags an operator running as a host process

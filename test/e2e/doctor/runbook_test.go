@@ -775,7 +775,7 @@ func TestDoctorOnDemoCluster(t *testing.T) {
 	}
 	t.Logf("MEASURE virtop up --prometheus late: %s", time.Since(start).Round(100*time.Millisecond))
 	kubeconfig := filepath.Join(state, "virtop", name, "kubeconfig")
-	if !strings.Contains(out, "--leader-elect") {
+	if !strings.Contains(out, "--leader-elect=true") {
 		t.Errorf("virtop up did not start its operator with leader election:\n%s", out)
 	}
 
