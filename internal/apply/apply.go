@@ -40,6 +40,10 @@ type Applier struct {
 	// Client writes (and reads live objects; a cached client keeps steady
 	// state free of requests).
 	Client client.Client
+	// Reader reads uncached (the cache drops managedFields): Prune and
+	// Remove read each object's managers before they delete it. Nil means
+	// Client.
+	Reader client.Reader
 
 	mu      sync.Mutex
 	applied map[strategy.Key]record

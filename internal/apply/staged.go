@@ -11,8 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -209,7 +211,13 @@ func (a *Applier) Prune(ctx context.Context, kinds []schema.GroupVersionKind, in
 			if want[key] {
 				continue
 			}
-			if err := a.Client.Delete(ctx, o, client.PropagationPolicy("Background")); client.IgnoreNotFound(err) != nil {
+			if owned, err := a.appliedByVirtop(ctx, o); err != nil || !owned {
+				if err != nil {
+					errs = append(errs, err)
+				}
+				continue
+			}
+			if err := a.Client.Delete(ctx, o, client.PropagationPolicy("Background"), client.Preconditions{UID: ptr.To(o.GetUID())}); client.IgnoreNotFound(err) != nil {
 				errs = append(errs, fmt.Errorf("prune %s: %w", key, err))
 				continue
 			}
@@ -248,11 +256,19 @@ func (a *Applier) Remove(ctx context.Context, kinds []schema.GroupVersionKind, i
 					continue
 				}
 			}
+			if o.GetDeletionTimestamp() == nil {
+				if owned, err := a.appliedByVirtop(ctx, o); err != nil || !owned {
+					if err != nil {
+						errs = append(errs, err)
+					}
+					continue
+				}
+			}
 			remaining++
 			if o.GetDeletionTimestamp() != nil {
 				continue
 			}
-			if err := a.Client.Delete(ctx, o, client.PropagationPolicy("Background")); client.IgnoreNotFound(err) != nil {
+			if err := a.Client.Delete(ctx, o, client.PropagationPolicy("Background"), client.Preconditions{UID: ptr.To(o.GetUID())}); client.IgnoreNotFound(err) != nil {
 				errs = append(errs, fmt.Errorf("delete %s %s: %w", gvk.Kind, o.GetName(), err))
 			}
 			a.Forget(strategy.Key{Group: gvk.Group, Kind: gvk.Kind, Namespace: o.GetNamespace(), Name: o.GetName()})
@@ -293,6 +309,38 @@ func (a *Applier) listManaged(ctx context.Context, gvk schema.GroupVersionKind, 
 		out = append(out, o)
 	}
 	return out, nil
+}
+
+// appliedByVirtop says whether virtop's field manager applied the live
+// object (server-side apply, manager vocab.FieldManager in its
+// managedFields), read uncached: the label alone is no proof, since a
+// copy made with kubectl (a backup of a Secret, another product's CRD)
+// carries it too. What fails the check is left alone, and logged.
+func (a *Applier) appliedByVirtop(ctx context.Context, o *unstructured.Unstructured) (bool, error) {
+	r := a.Reader
+	if r == nil {
+		r = a.Client
+	}
+	pm := &metav1.PartialObjectMetadata{}
+	pm.SetGroupVersionKind(o.GroupVersionKind())
+	if err := r.Get(ctx, client.ObjectKeyFromObject(o), pm); err != nil {
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			// Gone (its kind with it) since the list.
+			return false, nil
+		}
+		return false, fmt.Errorf("read the managers of %s %s: %w", o.GetKind(), o.GetName(), err)
+	}
+	if pm.UID != o.GetUID() {
+		// Replaced since the list: the next pass sees the new one.
+		return false, nil
+	}
+	for _, m := range pm.ManagedFields {
+		if m.Manager == vocab.FieldManager && m.Operation == metav1.ManagedFieldsOperationApply {
+			return true, nil
+		}
+	}
+	logf.FromContext(ctx).Info("Leaving alone an object labelled as virtop's that virtop never applied", "kind", o.GetKind(), "object", o.GetNamespace()+"/"+o.GetName())
+	return false, nil
 }
 
 // logFor returns a logger for an object.

@@ -213,6 +213,32 @@ func TestPruneAndRemove(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Labelled as virtop's but never applied by it: a kubectl copy of an
+	// object (a backup, with the label and the applied hash), in the
+	// install namespace and in another, and another product's
+	// cluster-scoped object that carries the label.
+	live := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(old), live); err != nil {
+		t.Fatal(err)
+	}
+	backupNS := env.Namespace(t)
+	var copies []client.Object
+	for _, where := range []string{ns, backupNS} {
+		cp := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: metav1.ObjectMeta{Namespace: where, Name: "old-backup", Labels: live.Labels, Annotations: live.Annotations}, Data: live.Data}
+		if err := c.Create(ctx, cp, client.FieldOwner("kubectl-client-side-apply")); err != nil {
+			t.Fatal(err)
+		}
+		cp.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}
+		copies = append(copies, cp)
+	}
+	foreignHook := &admissionv1.MutatingWebhookConfiguration{TypeMeta: hook.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: ns + "-other-product",
+		Labels: map[string]string{vocab.ManagedByLabel: vocab.ManagedByValue}}}
+	if err := c.Create(ctx, foreignHook, client.FieldOwner("helm")); err != nil {
+		t.Fatal(err)
+	}
+	foreignHook.TypeMeta = hook.TypeMeta
+	copies = append(copies, foreignHook)
+
 	gvk := func(group, version, kind string) schema.GroupVersionKind {
 		return schema.GroupVersionKind{Group: group, Version: version, Kind: kind}
 	}
@@ -227,7 +253,7 @@ func TestPruneAndRemove(t *testing.T) {
 	if len(pruned) != 1 || pruned[0] != strategy.KeyOf(old) || exists(t, c, old) {
 		t.Errorf("pruned %v, want only %s", pruned, strategy.KeyOf(old))
 	}
-	for _, o := range []client.Object{keep, dep, other, strategyCM, unmanaged, hook} {
+	for _, o := range append([]client.Object{keep, dep, other, strategyCM, unmanaged, hook}, copies...) {
 		if !exists(t, c, o) {
 			t.Errorf("%s pruned", strategy.KeyOf(o))
 		}
@@ -251,7 +277,7 @@ func TestPruneAndRemove(t *testing.T) {
 	if left != 0 || exists(t, c, dep) {
 		t.Errorf("%d objects remain after the removal", left)
 	}
-	for _, o := range []client.Object{keep, other, strategyCM, unmanaged} {
+	for _, o := range append([]client.Object{keep, other, strategyCM, unmanaged}, copies...) {
 		if !exists(t, c, o) {
 			t.Errorf("%s removed", strategy.KeyOf(o))
 		}
