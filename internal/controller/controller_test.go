@@ -430,10 +430,33 @@ func TestUninstall(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "virt-api"}, &appsv1.Deployment{}); err != nil {
 		t.Errorf("virt-api is gone while uninstall is blocked: %v", err)
 	}
+	// While the deletion waits, the control plane is kept as without it:
+	// a managed object deleted meanwhile is written again (the same pass
+	// renews the certificates).
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "virt-api"}, svc); err != nil {
+		t.Fatal(err)
+	}
+	oldUID := svc.UID
+	if err := c.Delete(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, "Service virt-api written again while the deletion is blocked", time.Minute, func() (bool, string) {
+		cur := &corev1.Service{}
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "virt-api"}, cur)
+		return err == nil && cur.UID != oldUID, fmt.Sprint(err)
+	})
+	if cur := (&kvv1.KubeVirt{}); c.Get(ctx, key, cur) == nil {
+		if s := condition(cur, kvv1.KubeVirtConditionSynchronized); cur.Status.Phase != kvv1.KubeVirtPhaseDeleting || s.Reason != "DeletionBlocked" {
+			t.Errorf("while kept, the resource says phase %s, Synchronized %s %s; want Deleting, DeletionBlocked", cur.Status.Phase, s.Status, s.Reason)
+		}
+	}
 	if err := c.Delete(ctx, vmi); err != nil {
 		t.Fatal(err)
 	}
-	poll.Eventually(t, "the KubeVirt resource gone", 3*time.Minute, func() (bool, string) {
+	// Generous: a CRD deleted soon after it was written can stay
+	// Terminating for minutes (operator-framework/operator-controller#1437).
+	poll.Eventually(t, "the KubeVirt resource gone", 8*time.Minute, func() (bool, string) {
 		err := c.Get(ctx, key, &kvv1.KubeVirt{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})

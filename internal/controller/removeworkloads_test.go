@@ -7,6 +7,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -78,13 +79,32 @@ func TestUninstallRemoveWorkloadsBeforeTheControllers(t *testing.T) {
 	if err := c.Delete(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
-	poll.Eventually(t, "the KubeVirt resource finalized", 3*time.Minute, func() (bool, string) {
+	// A CRD deleted soon after it was written can stay Terminating for
+	// minutes (InstanceDeletionFailed: "could not list instances: storage
+	// is (re)initializing", operator-framework/operator-controller#1437):
+	// the bound is generous, and a timeout lists the CRDs left.
+	poll.Eventually(t, "the KubeVirt resource finalized", 8*time.Minute, func() (bool, string) {
 		cur := &kvv1.KubeVirt{}
 		err := c.Get(ctx, key, cur)
 		if apierrors.IsNotFound(err) {
 			return true, ""
 		}
-		return false, fmt.Sprintf("%v; phase %s; Synchronized: %s", err, cur.Status.Phase, condition(cur, kvv1.KubeVirtConditionSynchronized).Message)
+		var crds apiextv1.CustomResourceDefinitionList
+		_ = c.List(ctx, &crds, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue})
+		var left []string
+		for _, d := range crds.Items {
+			msg := ""
+			for _, cd := range d.Status.Conditions {
+				if cd.Type == "Terminating" {
+					msg = cd.Message
+				}
+			}
+			left = append(left, fmt.Sprintf("%s del=%v fin=%v %s", d.Name, d.DeletionTimestamp, d.Finalizers, msg))
+		}
+		vl := &unstructured.Unstructured{}
+		vl.SetGroupVersionKind(vmi.GroupVersionKind())
+		verr := c.Get(ctx, client.ObjectKeyFromObject(vmi), vl)
+		return false, fmt.Sprintf("%v; phase %s; Synchronized: %s; CRDs %v; vmi %v %v %v", err, cur.Status.Phase, condition(cur, kvv1.KubeVirtConditionSynchronized).Message, left, verr, vl.GetDeletionTimestamp(), vl.GetFinalizers())
 	})
 	select {
 	case <-cleared:

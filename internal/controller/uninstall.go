@@ -39,9 +39,33 @@ func (r *Reconciler) checkWorkloads(ctx context.Context, s *scope) (bool, error)
 		return true, nil
 	}
 	s.blocked = uninstall.Blocked(found)
+	// The deletion waits for the user, who may take long: meanwhile the
+	// control plane those workloads need is kept as a pass without the
+	// deletion keeps it (certificates renewed, drift repaired), or its
+	// certificates would expire and virt-api's webhooks refuse every VM
+	// write in the cluster.
+	err = r.keep(ctx, s)
 	// Workload kinds are not watched; look again shortly.
-	s.requeueAfter = 10 * time.Second
-	return false, nil
+	if s.requeueAfter == 0 || s.requeueAfter > 10*time.Second {
+		s.requeueAfter = 10 * time.Second
+	}
+	return false, err
+}
+
+// keep runs the install steps for a resource whose deletion is blocked.
+// Their errors are retried; the status reports the blocked deletion.
+func (r *Reconciler) keep(ctx context.Context, s *scope) error {
+	for _, st := range r.installSteps() {
+		more, err := st.run(ctx, s)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).V(1).Info("Step failed while the deletion is blocked", "step", st.name, "reason", err.Error())
+			return err
+		}
+		if !more {
+			return nil
+		}
+	}
+	return nil
 }
 
 // remove deletes what virtop created, in removal order, keeping CRDs that

@@ -17,6 +17,7 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/internal/webhook"
 )
 
@@ -131,6 +132,12 @@ func TestDecideDelete(t *testing.T) {
 			kv.Spec.UninstallStrategy = kvv1.KubeVirtUninstallStrategyRemoveWorkloads
 		}), vmi, true, nil},
 		{"never deployed", kubevirt("kubevirt", "kubevirt", func(kv *kvv1.KubeVirt) { kv.Status.Phase = kvv1.KubeVirtPhaseDeploying }), vmi, true, nil},
+		// Available dropped (one virt-handler pod not ready): the phase is
+		// Deploying, but the finalizer says the control plane is there.
+		{"installed, phase out of Deployed", kubevirt("kubevirt", "kubevirt", func(kv *kvv1.KubeVirt) {
+			kv.Status.Phase = kvv1.KubeVirtPhaseDeploying
+			kv.Finalizers = []string{vocab.KubeVirtFinalizer}
+		}), vmi, false, []string{"VirtualMachine, VirtualMachineInstance"}},
 		{"already deleting", kubevirt("kubevirt", "kubevirt", func(kv *kvv1.KubeVirt) {
 			deployed(kv)
 			kv.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}

@@ -279,6 +279,27 @@ func TestDeleteRefusedWhileVMIExists(t *testing.T) {
 		t.Fatalf("the KubeVirt after the refused delete: %v", err)
 	}
 
+	// Available dropped (phase Deploying) on an installed control plane
+	// (the operator's finalizer is on it): still refused, not admitted to
+	// hang on the finalizer.
+	cur := &kvv1.KubeVirt{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(kv), cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Status.Phase = kvv1.KubeVirtPhaseDeploying
+	if err := env.Client.Status().Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Finalizers = []string{vocab.KubeVirtFinalizer}
+	if err := env.Client.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	refused(t, env.Client.Delete(ctx, kv), "VirtualMachineInstance", "BlockUninstallIfWorkloadsExist")
+	cur.Finalizers = nil
+	if err := env.Client.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+
 	if err := env.Client.Delete(ctx, vmi); err != nil {
 		t.Fatal(err)
 	}
