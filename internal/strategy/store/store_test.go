@@ -97,6 +97,21 @@ func signingKey(t *testing.T, c client.Client, ns string) {
 	}
 }
 
+// rendered is the strategy of cfg and its ConfigMap in ns, as the Job
+// renders them (unsigned).
+func rendered(t *testing.T, cfg *config.DeploymentConfig, ns string) (*strategy.Strategy, *corev1.ConfigMap) {
+	t.Helper()
+	st, err := strategy.Generate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := st.ConfigMap(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, cm
+}
+
 // signed signs cm as the Job does.
 func signed(t *testing.T, cm *corev1.ConfigMap) *corev1.ConfigMap {
 	t.Helper()
@@ -244,14 +259,7 @@ func TestResolveFromTheJob(t *testing.T) {
 	}
 
 	// The Job writes the ConfigMap, signed with the operator's key.
-	want, err := strategy.Generate(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm, err := want.ConfigMap(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want, cm := rendered(t, cfg, ns)
 	signingKey(t, env.Client, ns)
 	if err := env.Client.Create(ctx, signed(t, cm.DeepCopy())); err != nil {
 		t.Fatal(err)
@@ -352,14 +360,7 @@ func TestResolveWithoutJobsReadsNoConfigMap(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	kv, cfg := newConfig(t, ns, "v1.5.3", nil)
-	want, err := strategy.Generate(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm, err := want.ConfigMap(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cm := rendered(t, cfg, ns)
 	if err := env.Client.Create(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
