@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtop-dev/virtop/internal/strategy"
@@ -49,6 +50,10 @@ type Applier struct {
 	applied map[strategy.Key]record
 	// crdHashes remembers the hash of each CRD object applied (see Apply).
 	crdHashes map[*apiextv1.CustomResourceDefinition]string
+	// foreign remembers the objects appliedByVirtop found virtop never
+	// applied (UID -> resourceVersion then), so a pass does not read their
+	// managers again while they are unchanged.
+	foreign map[types.UID]string
 }
 
 type record struct {
@@ -58,7 +63,7 @@ type record struct {
 
 // New returns an Applier.
 func New(c client.Client) *Applier {
-	return &Applier{Client: c, applied: map[strategy.Key]record{}}
+	return &Applier{Client: c, applied: map[strategy.Key]record{}, foreign: map[types.UID]string{}}
 }
 
 // Desired converts a typed object to the unstructured form that is applied:

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -317,6 +318,12 @@ func (a *Applier) listManaged(ctx context.Context, gvk schema.GroupVersionKind, 
 // copy made with kubectl (a backup of a Secret, another product's CRD)
 // carries it too. What fails the check is left alone, and logged.
 func (a *Applier) appliedByVirtop(ctx context.Context, o *unstructured.Unstructured) (bool, error) {
+	a.mu.Lock()
+	rv, known := a.foreign[o.GetUID()]
+	a.mu.Unlock()
+	if known && rv == o.GetResourceVersion() {
+		return false, nil
+	}
 	r := a.Reader
 	if r == nil {
 		r = a.Client
@@ -339,6 +346,12 @@ func (a *Applier) appliedByVirtop(ctx context.Context, o *unstructured.Unstructu
 			return true, nil
 		}
 	}
+	a.mu.Lock()
+	if a.foreign == nil || len(a.foreign) > 1024 {
+		a.foreign = map[types.UID]string{}
+	}
+	a.foreign[pm.UID] = pm.ResourceVersion
+	a.mu.Unlock()
 	logf.FromContext(ctx).Info("Leaving alone an object labelled as virtop's that virtop never applied", "kind", o.GetKind(), "object", o.GetNamespace()+"/"+o.GetName())
 	return false, nil
 }

@@ -258,6 +258,16 @@ func TestPruneAndRemove(t *testing.T) {
 			t.Errorf("%s pruned", strategy.KeyOf(o))
 		}
 	}
+	// A pass that finds the same foreign objects unchanged does not read
+	// their managers again.
+	reads := &countingReader{Reader: c}
+	a.Reader = reads
+	if _, err := a.Prune(ctx, kinds, ns, want); err != nil {
+		t.Fatal(err)
+	}
+	if reads.gets != 0 {
+		t.Errorf("a second prune read %d objects' managers again", reads.gets)
+	}
 
 	keepKeep := func(_ context.Context, o *unstructured.Unstructured) (bool, error) { return o.GetName() == "keep", nil }
 	remaining, err := a.Remove(ctx, kinds, ns, keepKeep)
@@ -282,4 +292,15 @@ func TestPruneAndRemove(t *testing.T) {
 			t.Errorf("%s removed", strategy.KeyOf(o))
 		}
 	}
+}
+
+// countingReader counts the Gets of a real client.
+type countingReader struct {
+	client.Reader
+	gets int
+}
+
+func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	r.gets++
+	return r.Reader.Get(ctx, key, obj, opts...)
 }
