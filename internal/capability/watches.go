@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -30,6 +31,8 @@ type OptionalKind struct {
 	Object client.Object
 	// Label scopes the watch; nil watches every object of the kind.
 	Label labels.Selector
+	// Field narrows it further (to one name); nil: no field selector.
+	Field fields.Selector
 	// Predicates filter the events that wake the reconciler.
 	Predicates []predicate.Predicate
 }
@@ -137,6 +140,7 @@ func (w *Watches) start(ctx context.Context, k OptionalKind) error {
 		Scheme:               w.Scheme,
 		Mapper:               w.Mapper,
 		DefaultLabelSelector: k.Label,
+		DefaultFieldSelector: k.Field,
 		DefaultTransform:     cache.TransformStripManagedFields(),
 	})
 	if err != nil {

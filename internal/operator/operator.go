@@ -66,6 +66,9 @@ type Options struct {
 	// PprofBindAddress serves net/http/pprof when set (empty or "0":
 	// off); for profiling, never exposed by the manifests.
 	PprofBindAddress string
+	// PassTimeout bounds one reconcile pass (controller.Reconciler); zero
+	// means controller.DefaultPassTimeout.
+	PassTimeout time.Duration
 	// StrategyImage renders versions outside the catalog in a Job.
 	StrategyImage      string
 	RunbookURLTemplate string
@@ -87,6 +90,10 @@ type Options struct {
 	// certificate from Secret kubevirt-operator-certs.
 	WebhookURLHost string
 }
+
+// DefaultPassTimeout bounds a reconcile pass unless Options.PassTimeout
+// says otherwise.
+const DefaultPassTimeout = controller.DefaultPassTimeout
 
 // webhookCertValidity bounds the self-signed certificate of a host-process
 // operator; it lives as long as the process.
@@ -134,6 +141,17 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	crdMeta.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
 	nodeMeta := &metav1.PartialObjectMetadata{}
 	nodeMeta.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Node"})
+	namespaces, byObject := cacheNamespaces(opts.Namespace, kinds)
+	// Every namespace: a KubeVirt resource made in another one is told it
+	// is not served (an empty, non-nil map).
+	byObject[&kvv1.KubeVirt{}] = cache.ByObject{Label: labels.Everything(), Namespaces: map[string]cache.Config{}}
+	// Every CRD is watched (metadata only) for the gates; the applier's
+	// unstructured informer of the same kind shares this setting, so its
+	// objects are slimmed before caching.
+	byObject[crdMeta] = cache.ByObject{Label: labels.Everything(), Transform: transformCRDs}
+	byObject[nodeMeta] = cache.ByObject{Label: labels.Everything()}
+	// The user's tuning, in the install namespace only.
+	byObject[&virtopv1alpha1.KubeVirtMonitoring{}] = cache.ByObject{Label: labels.Everything(), Namespaces: map[string]cache.Config{opts.Namespace: {}}}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme.Scheme,
 		// The applier reads live objects as unstructured; serve those reads
@@ -149,21 +167,14 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true, DisableFor: uncachedKinds(kinds)}},
 		Cache: cache.Options{
 			// Only what virtop created is cached, whatever the size of the
-			// cluster; the exceptions are listed.
+			// cluster, and of namespaced kinds only in the namespaces virtop
+			// applies them in (cacheNamespaces); the exceptions are listed.
 			DefaultLabelSelector: managed,
+			DefaultNamespaces:    namespaces,
 			// Nothing reads managed fields; they are often the largest part
 			// of an object applied server-side.
 			DefaultTransform: cache.TransformStripManagedFields(),
-			ByObject: map[client.Object]cache.ByObject{
-				&kvv1.KubeVirt{}: {Label: labels.Everything()},
-				// Every CRD is watched (metadata only) for the gates; the
-				// applier's unstructured informer of the same kind shares
-				// this setting, so its objects are slimmed before caching.
-				crdMeta:  {Label: labels.Everything(), Transform: transformCRDs},
-				nodeMeta: {Label: labels.Everything()},
-				// The user's tuning, in the install namespace only.
-				&virtopv1alpha1.KubeVirtMonitoring{}: {Label: labels.Everything(), Namespaces: map[string]cache.Config{opts.Namespace: {}}},
-			},
+			ByObject:         byObject,
 		},
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress, SecureServing: opts.MetricsBindAddress != "0"},
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
@@ -184,7 +195,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	watches := optionalWatches(mgr, opts.Namespace)
+	watches := optionalWatches(mgr, opts.Namespace, kinds)
 	if err := mgr.Add(watches); err != nil {
 		return nil, err
 	}
@@ -221,6 +232,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		Recorder:        recorder,
 		OperatorVersion: version.Version,
 		Clock:           clock.RealClock{},
+		PassTimeout:     opts.PassTimeout,
 		// Objects are listed uncached; CRD metadata comes from the
 		// metadata informer every CRD is watched through.
 		Migrator: &storagemigration.Migrator{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Metadata: mgr.GetClient()},
@@ -290,7 +302,11 @@ func toKubeVirt(mgr manager.Manager, namespace string) handler.EventHandler {
 // placement) and virtop's own ServiceMonitor and PrometheusRule (drift).
 // Each runs in a cache of its own, started and stopped by the capability
 // reader as the APIs come and go, so the manager never needs the CRDs.
-func optionalWatches(mgr manager.Manager, namespace string) *capability.Watches {
+//
+// virtop's own are watched in every namespace (a Prometheus decides where
+// they go), but only under the names virtop gives them: a tenant's labelled
+// ServiceMonitors are not cached.
+func optionalWatches(mgr manager.Manager, namespace string, kinds *ownership.Kinds) *capability.Watches {
 	managed := labels.SelectorFromSet(labels.Set{vocab.ManagedByLabel: vocab.ManagedByValue})
 	drift := predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{})
 	return &capability.Watches{
@@ -303,8 +319,10 @@ func optionalWatches(mgr manager.Manager, namespace string) *capability.Watches 
 				// Status writes of prometheus-operator do not matter; spec
 				// changes (selectors, account) bump the generation.
 				Predicates: []predicate.Predicate{predicate.GenerationChangedPredicate{}}},
-			{API: stage.ServiceMonitorsAPI, Object: &monitoringv1.ServiceMonitor{}, Label: managed, Predicates: []predicate.Predicate{drift}},
-			{API: stage.PrometheusRulesAPI, Object: &monitoringv1.PrometheusRule{}, Label: managed, Predicates: []predicate.Predicate{drift}},
+			{API: stage.ServiceMonitorsAPI, Object: &monitoringv1.ServiceMonitor{}, Label: managed,
+				Field: placedNameSelector(kinds, monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.ServiceMonitorsKind)), Predicates: []predicate.Predicate{drift}},
+			{API: stage.PrometheusRulesAPI, Object: &monitoringv1.PrometheusRule{}, Label: managed,
+				Field: placedNameSelector(kinds, monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.PrometheusRuleKind)), Predicates: []predicate.Predicate{drift}},
 		},
 	}
 }

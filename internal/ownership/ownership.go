@@ -58,6 +58,29 @@ type Kinds struct {
 	// Prometheus resources (read for the monitoring placement): the APIs
 	// the capability snapshot checks.
 	GatedAPIs []stage.Gate
+	// Namespaced are the managed kinds whose objects live in a namespace.
+	// The operator caches them in the install namespace only (a tenant's
+	// labelled copies elsewhere are never read into memory), except where
+	// Elsewhere says.
+	Namespaced []schema.GroupVersionKind
+	// Elsewhere are the namespaced kinds virtop also applies outside the
+	// install namespace, and where.
+	Elsewhere []Elsewhere
+}
+
+// Elsewhere says where, besides the install namespace, virtop applies
+// objects of a namespaced kind: fixed namespaces a strategy names
+// (kube-system, for v1.9.0's RoleBinding to the extension API server's
+// authentication reader), and names of objects the plan places in a
+// namespace it decides from the live cluster (the dashboard ConfigMap goes
+// beside the Grafana that loads it, the ServiceMonitor and PrometheusRule
+// where a Prometheus selects them).
+type Elsewhere struct {
+	GVK        schema.GroupVersionKind
+	Namespaces []string
+	// PlacedNames are the names of the objects placed in a namespace
+	// decided at run time; any namespace may hold them.
+	PlacedNames []string
 }
 
 // Vanishing is a managed kind whose API comes from a CRD that may be
@@ -90,6 +113,8 @@ func Get() (*Kinds, error) { return derived() }
 // nodes so the plan adds PodDisruptionBudgets) and collects the kinds.
 func Derive(cat catalog.Catalog) (*Kinds, error) {
 	managed := map[schema.GroupVersionKind]bool{}
+	namespaced := map[schema.GroupVersionKind]bool{}
+	elsewhere := map[schema.GroupVersionKind]*Elsewhere{}
 	admission := map[schema.GroupVersionKind]bool{}
 	crdOf := map[schema.GroupKind]string{}
 	gates := map[stage.Gate]bool{stage.PrometheusesAPI: true}
@@ -117,12 +142,38 @@ func Derive(cat catalog.Catalog) (*Kinds, error) {
 				continue
 			}
 			managed[gvk] = true
+			if o.GetNamespace() != "" {
+				namespaced[gvk] = true
+				if o.GetNamespace() != renderNamespace {
+					e := elsewhere[gvk]
+					if e == nil {
+						e = &Elsewhere{}
+						elsewhere[gvk] = e
+					}
+					if o.GetNamespace() == placedNamespace {
+						e.PlacedNames = appendNew(e.PlacedNames, o.GetName())
+					} else {
+						e.Namespaces = appendNew(e.Namespaces, o.GetNamespace())
+					}
+				}
+			}
 			if st, _ := stage.Of(o); st == stage.Admission {
 				admission[gvk] = true
 			}
 		}
 	}
-	k := &Kinds{Watched: []schema.GroupVersionKind{StrategyJob}}
+	k := &Kinds{Watched: []schema.GroupVersionKind{StrategyJob}, Namespaced: []schema.GroupVersionKind{StrategyJob}}
+	for gvk := range namespaced {
+		if !slices.Contains(ownWatchGroups, gvk.Group) {
+			k.Namespaced = append(k.Namespaced, gvk)
+		}
+	}
+	for gvk, e := range elsewhere {
+		e.GVK = gvk
+		slices.Sort(e.Namespaces)
+		slices.Sort(e.PlacedNames)
+		k.Elsewhere = append(k.Elsewhere, *e)
+	}
 	for gvk := range managed {
 		k.Managed = append(k.Managed, gvk)
 		switch {
@@ -154,6 +205,8 @@ func Derive(cat catalog.Catalog) (*Kinds, error) {
 	})
 	slices.SortFunc(k.Watched, compareGVK)
 	slices.SortFunc(k.Uncached, compareGVK)
+	slices.SortFunc(k.Namespaced, compareGVK)
+	slices.SortFunc(k.Elsewhere, func(a, b Elsewhere) int { return compareGVK(a.GVK, b.GVK) })
 	slices.SortFunc(k.Vanishing, func(a, b Vanishing) int { return compareGVK(a.GVK, b.GVK) })
 	for g := range gates {
 		k.GatedAPIs = append(k.GatedAPIs, g)
@@ -162,11 +215,25 @@ func Derive(cat catalog.Catalog) (*Kinds, error) {
 	return k, nil
 }
 
+// The namespaces of Derive's rendering: KubeVirt's, and the one its
+// Prometheus and Grafana are in (what the plan places, not a strategy).
+const (
+	renderNamespace = "kubevirt"
+	placedNamespace = "virtop-ownership-placed"
+)
+
+func appendNew(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
+}
+
 // render is what virtop applies for version at most: the strategy with the
 // feature gates that add objects on, planned with every gate open on a
 // cluster of three nodes.
 func render(version string) ([]client.Object, error) {
-	const ns = "kubevirt"
+	const ns = renderNamespace
 	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kubevirt"}}
 	kv.Spec.ImageTag = version
 	kv.Spec.Configuration.DeveloperConfiguration = &kvv1.DeveloperConfiguration{
@@ -186,7 +253,13 @@ func render(version string) ([]client.Object, error) {
 		APIs:           map[string]bool{},
 		Nodes:          3,
 		VirtAPIServing: true,
-		Monitoring:     &placement.Input{InstallNamespace: ns, ServiceMonitorAPI: true, PrometheusRuleAPI: true},
+		// A Prometheus that selects every object of its own namespace
+		// only, and a Grafana beside it: what the plan places with them
+		// lands in placedNamespace.
+		Monitoring: &placement.Input{InstallNamespace: ns, ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+			Prometheuses: []placement.PrometheusInfo{{Namespace: placedNamespace, Name: "k8s", ServiceAccountName: "prometheus",
+				ServiceMonitorSelector: &metav1.LabelSelector{}, RuleSelector: &metav1.LabelSelector{}}},
+			DashboardNamespaces: []string{placedNamespace}},
 	}
 	for _, o := range s.Objects {
 		for _, g := range stage.GatesOf(o) {

@@ -18,6 +18,7 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/api/v1alpha1"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -27,6 +28,8 @@ type bench struct {
 	c    client.Client
 	op   *operator
 	good *kvv1.KubeVirt
+	// tenant are the objects the tenantCopies case made (its input).
+	tenant map[string]string
 }
 
 // TestBadInput runs the bad input table against one install: each input
@@ -170,8 +173,56 @@ func (b *bench) runStored(t *testing.T, bc badCase) {
 		t.Fatalf("unknown outcome %q", bc.want)
 	}
 	quiet(t, b.c, b.op, bc.name)
-	untouched(t, b.c, before, bc.name)
+	after := framework.ManagedResourceVersions(t, b.c)
+	if bc.action == "tenantCopies" {
+		b.tenantCopiesKept(t, after)
+	}
+	untouched(t, b.c, before, bc.name, after)
 	b.op.alive(t)
+}
+
+// tenantCopiesKept checks that the objects a tenant labelled as virtop's
+// are still there as the tenant wrote them, and drops them from after: they
+// are the case's input, not the control plane.
+func (b *bench) tenantCopiesKept(t *testing.T, after map[string]string) {
+	t.Helper()
+	for key, rv := range b.tenant {
+		if after[key] != rv {
+			t.Errorf("the tenant's %s was written or deleted by the operator (resourceVersion %s -> %q)", key, rv, after[key])
+		}
+		delete(after, key)
+	}
+}
+
+// tenantCopies are what a tenant labels app.kubernetes.io/managed-by:
+// virtop in a namespace of their own: a large ConfigMap, a Secret, and a
+// kubectl copy of the CA bundle kept as a backup. Keys as in
+// framework.ManagedResourceVersions, with their resourceVersions.
+func (b *bench) tenantCopies(t *testing.T) error {
+	ctx := context.Background()
+	ns := b.env.Namespace(t, "tenant")
+	labels := map[string]string{vocab.ManagedByLabel: vocab.ManagedByValue}
+	ca := &corev1.ConfigMap{}
+	if err := b.c.Get(ctx, client.ObjectKey{Namespace: framework.KubeVirtKey.Namespace, Name: "kubevirt-ca"}, ca); err != nil {
+		return err
+	}
+	objs := []client.Object{
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "blob", Labels: labels}, Data: map[string]string{"blob": strings.Repeat("x", 512<<10)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "blob", Labels: labels}, StringData: map[string]string{"blob": strings.Repeat("x", 512<<10)}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kubevirt-ca", Labels: ca.Labels}, Data: ca.Data},
+	}
+	b.tenant = map[string]string{}
+	for _, o := range objs {
+		if err := b.c.Create(ctx, o); err != nil {
+			return err
+		}
+		kind := "ConfigMap"
+		if _, ok := o.(*corev1.Secret); ok {
+			kind = "Secret"
+		}
+		b.tenant[kind+"/"+ns+"/"+o.GetName()] = o.GetResourceVersion()
+	}
+	return nil
 }
 
 // input applies the case's input and returns the API server's answer.
@@ -206,6 +257,8 @@ func (b *bench) input(t *testing.T, bc badCase) error {
 		u.SetNamespace(b.env.Namespace(t, "kv-moved"))
 		_, err = res.Update(ctx, u, metav1.UpdateOptions{})
 		return err
+	case "tenantCopies":
+		return b.tenantCopies(t)
 	case "monUnknownAlert", "monUnknownParam", "monBadExpr", "monBadLabel":
 		m := &v1alpha1.KubeVirtMonitoring{ObjectMeta: metav1.ObjectMeta{Namespace: framework.KubeVirtKey.Namespace, Name: "bad-tuning"}}
 		switch bc.action {
