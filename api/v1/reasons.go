@@ -36,6 +36,10 @@ const (
 	// version objects are stored at, and an object cannot be rewritten
 	// (internal/storagemigration); nothing of the new release is applied.
 	ReasonStorageMigrationBlocked = "StorageMigrationBlocked"
+	// ReasonPassTimedOut: a pass of the operator did not finish within its
+	// bound (a read that cannot finish, an API server that does not
+	// answer); the message names the step. The next pass starts afresh.
+	ReasonPassTimedOut = "PassTimedOut"
 )
 
 // Reasons of a refused adoption of an installation made by upstream's

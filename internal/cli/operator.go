@@ -59,6 +59,7 @@ In a cluster it runs as the Deployment virt-operator; on a local cluster
 	fs.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8443", "address of the HTTPS metrics endpoint; 0 disables it")
 	fs.StringVar(&opts.PprofBindAddress, "pprof-bind-address", "", "address of net/http/pprof for profiling; empty disables it")
 	fs.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; 0 disables them")
+	fs.DurationVar(&opts.PassTimeout, "pass-timeout", operator.DefaultPassTimeout, "bound of one reconcile pass; a step still running then fails the pass (Degraded, reason PassTimedOut) and the next pass starts afresh")
 	fs.StringVar(&opts.StrategyImage, "strategy-image", "", "virtop image whose catalog renders versions outside this operator's catalog (dump-install-strategy Job)")
 	fs.StringVar(&opts.RunbookURLTemplate, "runbook-url-template", config.DefaultRunbookURLTemplate, "runbook URL of each alert; %s is the alert name")
 	fs.StringSliceVar(&opts.CatalogVersions, "catalog-versions", nil, "render only these catalog versions in process (plays an older operator)")

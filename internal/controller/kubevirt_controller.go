@@ -9,6 +9,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,6 +68,14 @@ type Reconciler struct {
 	// Migrator rewrites stored objects before a CRD update drops their
 	// version; nil means one on Client and APIReader (no metadata cache).
 	Migrator *storagemigration.Migrator
+
+	// PassTimeout bounds the steps of one pass; zero means
+	// DefaultPassTimeout. A step that has not finished by then ends the
+	// pass as failed (Degraded, reason PassTimedOut, naming the step), and
+	// the status is still written: one read that can never finish (an
+	// informer whose list RBAC refuses) no longer holds every later pass,
+	// certificate renewal included, without a word.
+	PassTimeout time.Duration
 
 	migratorOnce sync.Once
 	memory       memorySettler
@@ -160,18 +169,49 @@ func (r *Reconciler) deleteSteps() []step {
 	}
 }
 
+// DefaultPassTimeout bounds a pass when Reconciler.PassTimeout is zero. A
+// healthy pass takes milliseconds to seconds (docs/benchmarks.md); storage
+// migration of many objects is the longest step, and resumes in the next
+// pass where it stopped.
+const DefaultPassTimeout = 5 * time.Minute
+
+// finishTimeout bounds the status writes that end a pass, timed out or not.
+const finishTimeout = 30 * time.Second
+
+// passTimedOut is the error of a step still running when the pass's bound
+// passed.
+type passTimedOut struct {
+	step  string
+	after time.Duration
+	err   error
+}
+
+func (e *passTimedOut) Error() string {
+	return fmt.Sprintf("step %q did not finish within %s (retried in the next pass): %v", e.step, e.after, e.err)
+}
+func (e *passTimedOut) Unwrap() error           { return e.err }
+func (e *passTimedOut) ConditionReason() string { return kvv1.ReasonPassTimedOut }
+
 // Reconcile runs one pass for a KubeVirt resource.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+	timeout := cmp.Or(r.PassTimeout, DefaultPassTimeout)
+	passCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	kv := &kvv1.KubeVirt{}
-	if err := r.Client.Get(ctx, req.NamespacedName, kv); err != nil {
+	if err := r.Client.Get(passCtx, req.NamespacedName, kv); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	served, err := r.servedKey(ctx)
+	served, err := r.servedKey(passCtx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	s := &scope{kv: kv}
-	defer func() { res, err = r.finish(ctx, s) }()
+	defer func() {
+		// The report gets a bound of its own: the pass's may be spent.
+		fctx, cancel := context.WithTimeout(ctx, finishTimeout)
+		defer cancel()
+		res, err = r.finish(fctx, s)
+	}()
 	if served != client.ObjectKeyFromObject(kv) {
 		s.orig = kv.DeepCopy()
 		s.notServed = r.notServed(served)
@@ -184,7 +224,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		steps = r.deleteSteps()
 	}
 	for _, st := range steps {
-		more, serr := st.run(ctx, s)
+		more, serr := st.run(passCtx, s)
+		if serr == nil && passCtx.Err() != nil {
+			// A step that stopped on the bound without saying so.
+			serr = passCtx.Err()
+		}
+		if serr != nil && errors.Is(passCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			// A pass that cannot finish degrades whatever the step.
+			s.err, s.degraded = &passTimedOut{step: st.name, after: timeout, err: serr}, true
+			ctrl.LoggerFrom(ctx).Error(s.err, "Pass timed out", "step", st.name)
+			return
+		}
 		if serr != nil {
 			s.err, s.degraded = serr, st.degrades
 			ctrl.LoggerFrom(ctx).V(1).Info("Step failed", "step", st.name, "reason", serr.Error())
