@@ -8,6 +8,7 @@ package capability
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +49,12 @@ type Reader struct {
 	// APIs come and go; Prometheus resources are read from its cache. Nil
 	// reads them uncached through APIReader.
 	Watches *Watches
+	// PrometheusNamespaces are the namespaces whose Prometheus resources
+	// are trusted besides the KubeVirt resource's spec.monitorNamespace
+	// (the operator's --prometheus-namespaces, placement.Input's field of
+	// the same name): nil means upstream's default monitor namespaces,
+	// placement.AllNamespaces every namespace.
+	PrometheusNamespaces []string
 
 	mu    sync.Mutex
 	crds  map[string]crdState // by CRD name
@@ -209,6 +216,8 @@ func (r *Reader) monitoringFacts(ctx context.Context, cfg *config.DeploymentConf
 		ServiceMonitorAPI: apis[apiKey(stage.ServiceMonitorsAPI)],
 		PrometheusRuleAPI: apis[apiKey(stage.PrometheusRulesAPI)],
 		OpenShift:         apis[apiKey(stage.SCCAPI)] || apis[apiKey(stage.RouteAPI)],
+		// A copy: the Input is the plan's to keep.
+		PrometheusNamespaces: slices.Clone(r.PrometheusNamespaces),
 	}
 	if !in.ServiceMonitorAPI && !in.PrometheusRuleAPI {
 		return in, nil
@@ -229,7 +238,9 @@ func (r *Reader) monitoringFacts(ctx context.Context, cfg *config.DeploymentConf
 			}
 		}
 	}
-	for _, key := range placement.AccountCandidates(cfg.Monitoring, len(in.Prometheuses) > 0) {
+	// Untrusted Prometheus resources stay in the facts (the message names
+	// them) but do not stand in for upstream's default account.
+	for _, key := range placement.AccountCandidates(cfg.Monitoring, len(in.TrustedPrometheuses()) > 0) {
 		ok, err := r.exists(ctx, "ServiceAccount", key)
 		if err != nil {
 			return nil, err

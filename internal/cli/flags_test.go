@@ -226,3 +226,23 @@ func TestOperatorElectsALeaderByDefault(t *testing.T) {
 		t.Fatalf("--leader-elect default %v, want true", f)
 	}
 }
+
+// Only the Prometheus resources of upstream's default monitor namespaces
+// are trusted unless the operator is told otherwise; "" and "*" parse to
+// "only spec.monitorNamespace" and "every namespace".
+func TestOperatorTrustsDefaultMonitorNamespaces(t *testing.T) {
+	f := newOperatorCommand().Flags().Lookup("prometheus-namespaces")
+	if f == nil || f.DefValue != "[monitoring,openshift-monitoring]" {
+		t.Fatalf("--prometheus-namespaces default %v, want [monitoring,openshift-monitoring]", f)
+	}
+	for value, want := range map[string][]string{"": {}, "*": {"*"}, "obs,monitoring": {"obs", "monitoring"}} {
+		fs := newOperatorCommand().Flags()
+		if err := fs.Set("prometheus-namespaces", value); err != nil {
+			t.Fatal(err)
+		}
+		got, err := fs.GetStringSlice("prometheus-namespaces")
+		if err != nil || got == nil || !slices.Equal(got, want) {
+			t.Errorf("--prometheus-namespaces=%q: %#v, %v; want %#v", value, got, err, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/operator"
 )
 
@@ -62,6 +63,9 @@ In a cluster it runs as the Deployment virt-operator; on a local cluster
 	fs.DurationVar(&opts.PassTimeout, "pass-timeout", operator.DefaultPassTimeout, "bound of one reconcile pass; a step still running then fails the pass (Degraded, reason PassTimedOut) and the next pass starts afresh")
 	fs.StringVar(&opts.StrategyImage, "strategy-image", "", "virtop image whose catalog renders versions outside this operator's catalog (dump-install-strategy Job)")
 	fs.StringVar(&opts.RunbookURLTemplate, "runbook-url-template", config.DefaultRunbookURLTemplate, "runbook URL of each alert; %s is the alert name")
+	fs.StringSliceVar(&opts.PrometheusNamespaces, "prometheus-namespaces", placement.DefaultPrometheusNamespaces(),
+		"namespaces whose Prometheus resources are trusted as monitoring targets and RoleBinding subjects, besides the KubeVirt resource's spec.monitorNamespace; "+
+			"* trusts every namespace (single-tenant clusters), an empty value only spec.monitorNamespace")
 	fs.StringSliceVar(&opts.CatalogVersions, "catalog-versions", nil, "render only these catalog versions in process (plays an older operator)")
 	fs.StringVar(&opts.DefaultVersion, "default-version", "", "KubeVirt version installed when the resource names none (default: the catalog default)")
 	fs.StringVar(&opts.WebhookBindAddress, "webhook-bind-address", ":8444", "address of the KubeVirt validating webhook (HTTPS, port \"webhooks\"); 0 disables it")

@@ -46,6 +46,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/controller"
+	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/storagemigration"
@@ -72,6 +73,14 @@ type Options struct {
 	// StrategyImage renders versions outside the catalog in a Job.
 	StrategyImage      string
 	RunbookURLTemplate string
+	// PrometheusNamespaces are the namespaces whose Prometheus resources
+	// are trusted as monitoring targets and RoleBinding subjects, besides
+	// the KubeVirt resource's spec.monitorNamespace; "*" trusts every
+	// namespace. Nil means upstream's default monitor namespaces
+	// (monitoring, openshift-monitoring); empty, only spec.monitorNamespace.
+	// A plan-time setting, like the Prometheus resources it filters: it is
+	// not part of the deployment ID.
+	PrometheusNamespaces []string
 	// CatalogVersions limits the in-process catalog (plays an older
 	// operator); empty means every builtin version.
 	CatalogVersions []string
@@ -116,6 +125,9 @@ var (
 func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if opts.Namespace == "" {
 		return nil, fmt.Errorf("--namespace is required")
+	}
+	if err := placement.CheckPrometheusNamespaces(opts.PrometheusNamespaces); err != nil {
+		return nil, err
 	}
 	// Count every request to the API server (virtop_api_requests_total);
 	// a copy, so the caller's config is not wrapped twice.
@@ -228,6 +240,8 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 			Clientset: cs,
 			Clock:     clock.RealClock{},
 			Watches:   watches,
+			// The live facts are filtered for trust at plan time.
+			PrometheusNamespaces: opts.PrometheusNamespaces,
 		},
 		Recorder:        recorder,
 		OperatorVersion: version.Version,

@@ -72,7 +72,8 @@ func TestPlaceMonitoringKubePrometheusStack(t *testing.T) {
 	s, cfg := generate(t)
 	in := &placement.Input{
 		InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
-		Namespaces: map[string]map[string]string{"kubevirt": {}, "observability": {}},
+		PrometheusNamespaces: []string{"observability"}, // --prometheus-namespaces
+		Namespaces:           map[string]map[string]string{"kubevirt": {}, "observability": {}},
 		Prometheuses: []placement.PrometheusInfo{{
 			Namespace: "observability", Name: "kps-kube-prometheus-prometheus", CreationTimestamp: time.Unix(0, 0),
 			ServiceAccountName:     "kps-kube-prometheus-prometheus",
@@ -170,7 +171,8 @@ func TestPlaceDashboard(t *testing.T) {
 	in := func(dashboards ...string) *placement.Input {
 		return &placement.Input{
 			InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
-			Namespaces: map[string]map[string]string{"kubevirt": {}, "observability": {}},
+			PrometheusNamespaces: []string{"observability"}, // --prometheus-namespaces
+			Namespaces:           map[string]map[string]string{"kubevirt": {}, "observability": {}},
 			Prometheuses: []placement.PrometheusInfo{{
 				Namespace: "observability", Name: "k8s", CreationTimestamp: time.Unix(0, 0), ServiceAccountName: "prometheus",
 				ServiceMonitorSelector: &metav1.LabelSelector{}, ServiceMonitorNamespaceSelector: &metav1.LabelSelector{},

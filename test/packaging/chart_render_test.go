@@ -211,6 +211,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{[]string{"--set", "replica=2"}, "additional properties 'replica' not allowed"},
 		{[]string{"--set", "kubevirt.name=Not_A_Name"}, "at '/kubevirt/name'"},
 		{[]string{"--set", "operator.extraArgs[0]=leader-elect"}, "at '/operator/extraArgs/0'"},
+		{[]string{"--set", "operator.prometheusNamespaces=Tenant_A"}, "at '/operator/prometheusNamespaces'"},
 		{[]string{"--set", "resources.limits.memory=lots"}, "at '/resources/limits/memory'"},
 		{[]string{"--set", "uninstallHook.timeoutSeconds=5"}, "at '/uninstallHook/timeoutSeconds'"},
 	} {

@@ -4,6 +4,15 @@
 // upstream's default account, else the install namespace. It is pure: the
 // caller gathers the facts (Input) from the live cluster.
 //
+// Only trusted Prometheus resources count: those in the namespace the
+// KubeVirt resource names (spec.monitorNamespace) or in the operator's
+// --prometheus-namespaces (Input.PrometheusNamespaces; by default upstream's
+// monitor namespaces, "*" for every namespace). Whoever can create a
+// Prometheus in some other namespace (a tenant in their own) gets no
+// ServiceMonitor placed there and no RoleBinding subject; the condition's
+// message names such a Prometheus when it would have selected the objects
+// and says how to trust it.
+//
 // Selector semantics follow prometheus-operator: a nil serviceMonitorSelector
 // or ruleSelector selects nothing, `{}` selects everything; a nil namespace
 // selector means the Prometheus's own namespace only, `{}` every namespace.
@@ -21,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/vocab"
@@ -31,11 +41,14 @@ const (
 	// ReasonNoMonitoringAPI: the monitoring.coreos.com API is not served;
 	// nothing is applied.
 	ReasonNoMonitoringAPI = "NoMonitoringAPI"
-	// ReasonNoPrometheusFound: no Prometheus resource, no user setting and
-	// no default account; the objects stay in the install namespace.
+	// ReasonNoPrometheusFound: no trusted Prometheus resource, no user
+	// setting and no default account; the objects stay in the install
+	// namespace. The message names an untrusted Prometheus that would
+	// select them.
 	ReasonNoPrometheusFound = "NoPrometheusFound"
-	// ReasonNotSelected: Prometheus resources exist but none selects the
-	// objects; the message names what would fix it.
+	// ReasonNotSelected: trusted Prometheus resources exist but none
+	// selects the objects; the message names what would fix it (and an
+	// untrusted Prometheus that would select them).
 	ReasonNotSelected = "NotSelected"
 	// ReasonApplied: the objects are placed where a Prometheus selects
 	// them (or where the user or upstream's default account says).
@@ -50,6 +63,22 @@ var (
 	DefaultMonitorNamespaces = []string{"openshift-monitoring", "monitoring"}
 	DefaultMonitorAccount    = config.DefaultMonitorAccount
 )
+
+// DefaultPrometheusNamespaces is the default of --prometheus-namespaces:
+// upstream's default monitor namespaces, in the order the flag shows them.
+func DefaultPrometheusNamespaces() []string {
+	out := append([]string(nil), DefaultMonitorNamespaces...)
+	sort.Strings(out)
+	return out
+}
+
+// AllNamespaces, as an entry of Input.PrometheusNamespaces, trusts the
+// Prometheus resources of every namespace (single-tenant clusters).
+const AllNamespaces = "*"
+
+// PrometheusNamespacesFlag is the operator setting that names the trusted
+// namespaces, for messages.
+const PrometheusNamespacesFlag = "--prometheus-namespaces"
 
 // ExistsValue is the value given to a label that a selector only requires
 // to exist.
@@ -103,8 +132,16 @@ type Input struct {
 	// ServiceMonitorAPI and PrometheusRuleAPI say whether those
 	// monitoring.coreos.com/v1 resources are served.
 	ServiceMonitorAPI, PrometheusRuleAPI bool
-	// Prometheuses are the Prometheus resources found, in any order.
+	// Prometheuses are the Prometheus resources found, in any order,
+	// trusted or not (Trusts): the untrusted ones are only named in the
+	// message.
 	Prometheuses []PrometheusInfo
+	// PrometheusNamespaces are the namespaces whose Prometheus resources
+	// are trusted besides Settings.MonitorNamespace (the operator's
+	// --prometheus-namespaces); AllNamespaces trusts every namespace. Nil
+	// means DefaultMonitorNamespaces; an empty, non-nil list trusts only
+	// Settings.MonitorNamespace.
+	PrometheusNamespaces []string
 	// Namespaces holds the labels of the namespaces that matter (the
 	// install namespace, the user's namespaces, the Prometheuses'); a
 	// namespace missing from a non-nil map does not exist. A nil map means
@@ -162,6 +199,63 @@ type Placement struct {
 	Message string
 }
 
+// Trusts reports whether the Prometheus resources of namespace ns are
+// trusted: ns is the user's spec.monitorNamespace or one of
+// PrometheusNamespaces (nil: DefaultMonitorNamespaces), or those hold
+// AllNamespaces.
+func (in Input) Trusts(ns string) bool {
+	if ns == "" {
+		return false
+	}
+	if ns == in.Settings.MonitorNamespace {
+		return true
+	}
+	for _, t := range in.trustedNamespaces() {
+		if t == AllNamespaces || t == ns {
+			return true
+		}
+	}
+	return false
+}
+
+func (in Input) trustedNamespaces() []string {
+	if in.PrometheusNamespaces == nil {
+		return DefaultMonitorNamespaces
+	}
+	return in.PrometheusNamespaces
+}
+
+// TrustedPrometheuses are the Prometheus resources placement may use.
+func (in Input) TrustedPrometheuses() []PrometheusInfo {
+	trusted, _ := in.splitTrust()
+	return trusted
+}
+
+func (in Input) splitTrust() (trusted, untrusted []PrometheusInfo) {
+	for _, p := range in.Prometheuses {
+		if in.Trusts(p.Namespace) {
+			trusted = append(trusted, p)
+		} else {
+			untrusted = append(untrusted, p)
+		}
+	}
+	return trusted, untrusted
+}
+
+// CheckPrometheusNamespaces checks the value of --prometheus-namespaces:
+// namespace names, or AllNamespaces.
+func CheckPrometheusNamespaces(list []string) error {
+	for _, ns := range list {
+		if ns == AllNamespaces {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return fmt.Errorf("%s: %q is not a namespace name or %q: %s", PrometheusNamespacesFlag, ns, AllNamespaces, strings.Join(errs, "; "))
+		}
+	}
+	return nil
+}
+
 // UserSet reports whether the user named where monitoring goes.
 func UserSet(s config.Monitoring) bool {
 	return s.MonitorNamespace != "" || s.MonitorAccount != "" || s.ServiceMonitorNamespace != ""
@@ -194,11 +288,14 @@ func AccountCandidates(s config.Monitoring, havePrometheus bool) []types.Namespa
 }
 
 // DashboardCandidates are the namespaces worth looking in for a Grafana
-// dashboard sidecar convention: those Resolve reads, and upstream's default
-// monitoring namespaces.
+// dashboard sidecar convention: those Resolve reads but the namespaces of
+// untrusted Prometheus resources, and upstream's default monitoring
+// namespaces.
 func DashboardCandidates(in Input) []string {
+	trusted := in
+	trusted.Prometheuses = in.TrustedPrometheuses()
 	set := map[string]bool{}
-	for _, ns := range NamespacesToRead(in) {
+	for _, ns := range NamespacesToRead(trusted) {
 		set[ns] = true
 	}
 	for _, ns := range DefaultMonitorNamespaces {
@@ -237,7 +334,9 @@ func dashboardNamespace(in Input, p Placement, chosen *choice) string {
 	return ""
 }
 
-// NamespacesToRead are the namespaces whose labels Resolve may look at.
+// NamespacesToRead are the namespaces whose labels Resolve may look at
+// (untrusted Prometheuses' included: the message says whether they would
+// select the objects).
 func NamespacesToRead(in Input) []string {
 	set := map[string]bool{in.InstallNamespace: true}
 	for _, ns := range []string{in.Settings.MonitorNamespace, in.Settings.ServiceMonitorNamespace} {
@@ -265,8 +364,15 @@ func Resolve(in Input, objs Objects) Placement {
 		}
 	}
 	r := resolver{in: in, objs: objs}
-	proms := sortedPrometheuses(in.Prometheuses)
+	trusted, untrusted := in.splitTrust()
+	proms := sortedPrometheuses(trusted)
 	s := in.Settings
+	// "trusted " qualifies "Prometheus" in messages when some were left
+	// out for not being trusted.
+	qualifier := ""
+	if len(untrusted) > 0 {
+		qualifier = "trusted "
+	}
 
 	out := Placement{RuleNamespace: in.InstallNamespace}
 	var fixes []string
@@ -304,8 +410,8 @@ func Resolve(in Input, objs Objects) Placement {
 		out.ServiceMonitorNamespace = in.InstallNamespace
 	}
 
-	// Subjects: the user's account, else every Prometheus's, else the
-	// default account found.
+	// Subjects: the user's account, else every trusted Prometheus's, else
+	// the default account found.
 	defaultAccount, haveDefault := r.firstAccount()
 	switch {
 	case s.MonitorNamespace != "" || s.MonitorAccount != "":
@@ -352,24 +458,75 @@ func Resolve(in Input, objs Objects) Placement {
 		out.Message = fmt.Sprintf("Selected by Prometheus %s: %s", out.Prometheus, where)
 	case len(proms) > 0:
 		out.Reason = ReasonNotSelected
-		out.Message = fmt.Sprintf("No Prometheus selects %s: %s. %s", r.unselected(chosen), strings.Join(fixes, "; "), where)
+		out.Message = fmt.Sprintf("No %sPrometheus selects %s: %s. %s", qualifier, r.unselected(chosen), strings.Join(fixes, "; "), where)
 	case UserSet(s):
 		out.Reason = ReasonApplied
 		out.Selected = true
-		out.Message = "Placed as the KubeVirt resource says (no Prometheus resource to check its selectors against): " + where
+		out.Message = fmt.Sprintf("Placed as the KubeVirt resource says (no %sPrometheus resource to check its selectors against): %s", qualifier, where)
 	case haveDefault:
 		out.Reason = ReasonApplied
 		out.Selected = true
-		out.Message = fmt.Sprintf("Placed for upstream's default account %s (no Prometheus resource to check its selectors against): %s", defaultAccount, where)
+		out.Message = fmt.Sprintf("Placed for upstream's default account %s (no %sPrometheus resource to check its selectors against): %s", defaultAccount, qualifier, where)
 	default:
 		out.Reason = ReasonNoPrometheusFound
-		out.Message = fmt.Sprintf("No Prometheus resource and no account %s in %s found; set spec.monitorNamespace/monitorAccount or deploy a Prometheus: %s",
-			DefaultMonitorAccount, strings.Join(DefaultMonitorNamespaces, " or "), where)
+		out.Message = fmt.Sprintf("No %sPrometheus resource and no account %s in %s found; set spec.monitorNamespace/monitorAccount or deploy a Prometheus: %s",
+			qualifier, DefaultMonitorAccount, strings.Join(DefaultMonitorNamespaces, " or "), where)
 	}
 	if len(fixes) > 0 && out.Reason != ReasonNotSelected {
 		out.Message += ". " + strings.Join(fixes, "; ")
 	}
+	if len(proms) == 0 || !out.Selected {
+		if note := r.untrustedNote(untrusted, userSM); note != "" {
+			out.Message += ". " + note
+		}
+	}
 	return out
+}
+
+// maxNamed bounds how many untrusted Prometheuses a message names.
+const maxNamed = 3
+
+// untrustedNote names the untrusted Prometheuses that would select the
+// ServiceMonitor or the PrometheusRule, and how to trust them; empty when
+// none would.
+func (r resolver) untrustedNote(untrusted []PrometheusInfo, userSM string) string {
+	var would []PrometheusInfo
+	for _, p := range sortedPrometheuses(untrusted) {
+		c := r.evaluate(p, userSM)
+		if (r.in.ServiceMonitorAPI && c.smOK) || (r.in.PrometheusRuleAPI && c.ruleOK) {
+			would = append(would, p)
+		}
+	}
+	if len(would) == 0 {
+		return ""
+	}
+	list := append([]string(nil), r.in.trustedNamespaces()...)
+	sort.Strings(list)
+	trusted := strings.Join(list, ",")
+	if trusted == "" {
+		trusted = "none"
+	}
+	if len(would) == 1 {
+		p := would[0]
+		account := ""
+		if p.ServiceAccountName != DefaultMonitorAccount {
+			account = fmt.Sprintf(" (and spec.monitorAccount to %s)", p.ServiceAccountName)
+		}
+		return fmt.Sprintf("Prometheus %s would select them but is not trusted: namespace %s is neither spec.monitorNamespace nor in the operator's %s (%s); "+
+			"to use it, set spec.monitorNamespace to %s%s or add %s to %s",
+			p.key(), p.Namespace, PrometheusNamespacesFlag, trusted, p.Namespace, account, p.Namespace, PrometheusNamespacesFlag)
+	}
+	names := make([]string, 0, len(would))
+	for _, p := range would {
+		names = append(names, p.key())
+	}
+	named := strings.Join(names, ", ")
+	if len(names) > maxNamed {
+		named = fmt.Sprintf("%s and %d more", strings.Join(names[:maxNamed], ", "), len(names)-maxNamed)
+	}
+	return fmt.Sprintf("Prometheus %s would select them but are not trusted: their namespaces are neither spec.monitorNamespace nor in the operator's %s (%s); "+
+		"to use one, set spec.monitorNamespace to its namespace or add the namespace to %s",
+		named, PrometheusNamespacesFlag, trusted, PrometheusNamespacesFlag)
 }
 
 func userField(s config.Monitoring) string {

@@ -71,6 +71,19 @@ func openshiftPlatform() PrometheusInfo {
 		RuleSelector: everything(), RuleNamespaceSelector: nsSel}
 }
 
+// trustAll trusts the Prometheus resources of every namespace (the cases
+// about selectors, written before trust existed).
+var trustAll = []string{AllNamespaces}
+
+// tenantPrometheus is a Prometheus a tenant made in their own namespace,
+// selecting every ServiceMonitor and PrometheusRule of the cluster; it is
+// older than anything else, so it would be chosen first if trusted.
+func tenantPrometheus(namespace string) PrometheusInfo {
+	return PrometheusInfo{Namespace: namespace, Name: "prom", CreationTimestamp: t0.Add(-time.Hour), ServiceAccountName: "prom",
+		ServiceMonitorSelector: everything(), ServiceMonitorNamespaceSelector: everything(),
+		RuleSelector: everything(), RuleNamespaceSelector: everything()}
+}
+
 func ns(names ...string) map[string]map[string]string {
 	m := map[string]map[string]string{}
 	for _, n := range names {
@@ -90,8 +103,9 @@ func TestResolve(t *testing.T) {
 		nsLabels   map[string]string
 		prometheus string
 		selected   bool
-		// message must contain each of these.
-		message []string
+		// message must contain each of these, and none of notInMessage.
+		message      []string
+		notInMessage []string
 	}
 	cases := []struct {
 		name string
@@ -113,7 +127,7 @@ func TestResolve(t *testing.T) {
 		},
 		{
 			name: "user serviceMonitorNamespace wins for the ServiceMonitor; labels of the Prometheus watching it",
-			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+			in: Input{InstallNamespace: "kubevirt", PrometheusNamespaces: trustAll, ServiceMonitorAPI: true, PrometheusRuleAPI: true,
 				Settings:     config.Monitoring{MonitorNamespace: "prom", MonitorAccount: "scraper", ServiceMonitorNamespace: "sm"},
 				Namespaces:   ns("kubevirt", "prom", "sm", "kps"),
 				Prometheuses: []PrometheusInfo{kubePrometheusStack("kps", "stack", t0)}},
@@ -141,7 +155,7 @@ func TestResolve(t *testing.T) {
 		},
 		{
 			name: "kube-prometheus-stack found: its namespace, its release label, its account",
-			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+			in: Input{InstallNamespace: "kubevirt", PrometheusNamespaces: trustAll, ServiceMonitorAPI: true, PrometheusRuleAPI: true,
 				Namespaces:   ns("kubevirt", "observability"),
 				Prometheuses: []PrometheusInfo{kubePrometheusStack("observability", "prometheus", t0)}},
 			want: want{reason: ReasonApplied, selected: true, smNS: "observability", ruleNS: "kubevirt",
@@ -160,7 +174,7 @@ func TestResolve(t *testing.T) {
 		},
 		{
 			name: "several Prometheuses: the oldest satisfiable is chosen, every account is a subject",
-			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+			in: Input{InstallNamespace: "kubevirt", PrometheusNamespaces: trustAll, ServiceMonitorAPI: true, PrometheusRuleAPI: true,
 				Namespaces: ns("kubevirt", "a", "b", "c"),
 				Prometheuses: []PrometheusInfo{
 					kubePrometheusStack("c", "late", t0.Add(2*time.Hour)),
@@ -175,7 +189,7 @@ func TestResolve(t *testing.T) {
 		},
 		{
 			name: "same creation time: by name",
-			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+			in: Input{InstallNamespace: "kubevirt", PrometheusNamespaces: trustAll, ServiceMonitorAPI: true, PrometheusRuleAPI: true,
 				Namespaces:   ns("kubevirt", "x", "y"),
 				Prometheuses: []PrometheusInfo{kubePrometheusStack("x", "zed", t0), kubePrometheusStack("y", "alpha", t0)}},
 			want: want{reason: ReasonApplied, selected: true, smNS: "y", ruleNS: "kubevirt",
@@ -186,7 +200,7 @@ func TestResolve(t *testing.T) {
 		},
 		{
 			name: "matchExpressions In and Exists demand labels",
-			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+			in: Input{InstallNamespace: "kubevirt", PrometheusNamespaces: trustAll, ServiceMonitorAPI: true, PrometheusRuleAPI: true,
 				Namespaces: ns("kubevirt", "mon"),
 				Prometheuses: []PrometheusInfo{{Namespace: "mon", Name: "p", CreationTimestamp: t0, ServiceAccountName: "p",
 					ServiceMonitorSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
@@ -279,7 +293,7 @@ func TestResolve(t *testing.T) {
 		},
 		{
 			name: "rule namespace selector excludes the install namespace: the rule goes where it is selected",
-			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+			in: Input{InstallNamespace: "kubevirt", PrometheusNamespaces: trustAll, ServiceMonitorAPI: true, PrometheusRuleAPI: true,
 				Namespaces: ns("kubevirt", "mon"),
 				Prometheuses: []PrometheusInfo{{Namespace: "mon", Name: "p", CreationTimestamp: t0, ServiceAccountName: "p",
 					ServiceMonitorSelector: everything(), ServiceMonitorNamespaceSelector: everything(),
@@ -289,7 +303,7 @@ func TestResolve(t *testing.T) {
 		},
 		{
 			name: "ignoreNamespaceSelectors: the ServiceMonitor stays with its targets",
-			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+			in: Input{InstallNamespace: "kubevirt", PrometheusNamespaces: trustAll, ServiceMonitorAPI: true, PrometheusRuleAPI: true,
 				Namespaces: ns("kubevirt", "mon"),
 				Prometheuses: []PrometheusInfo{{Namespace: "mon", Name: "p", CreationTimestamp: t0, ServiceAccountName: "p",
 					ServiceMonitorSelector: everything(), ServiceMonitorNamespaceSelector: everything(),
@@ -300,7 +314,7 @@ func TestResolve(t *testing.T) {
 		// Not selected.
 		{
 			name: "serviceMonitorSelector unset selects nothing",
-			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+			in: Input{InstallNamespace: "kubevirt", PrometheusNamespaces: trustAll, ServiceMonitorAPI: true, PrometheusRuleAPI: true,
 				Namespaces: ns("kubevirt", "mon"),
 				Prometheuses: []PrometheusInfo{{Namespace: "mon", Name: "p", CreationTimestamp: t0, ServiceAccountName: "p",
 					RuleSelector: everything(), RuleNamespaceSelector: everything()}}},
@@ -309,7 +323,7 @@ func TestResolve(t *testing.T) {
 		},
 		{
 			name: "NotIn on a label virtop must set",
-			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+			in: Input{InstallNamespace: "kubevirt", PrometheusNamespaces: trustAll, ServiceMonitorAPI: true, PrometheusRuleAPI: true,
 				Namespaces: ns("kubevirt", "mon"),
 				Prometheuses: []PrometheusInfo{{Namespace: "mon", Name: "p", CreationTimestamp: t0, ServiceAccountName: "p",
 					ServiceMonitorSelector: expr("k8s-app", metav1.LabelSelectorOpNotIn, "kubevirt"), ServiceMonitorNamespaceSelector: everything(),
@@ -319,7 +333,7 @@ func TestResolve(t *testing.T) {
 		},
 		{
 			name: "DoesNotExist on a label virtop must set",
-			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+			in: Input{InstallNamespace: "kubevirt", PrometheusNamespaces: trustAll, ServiceMonitorAPI: true, PrometheusRuleAPI: true,
 				Namespaces: ns("kubevirt", "mon"),
 				Prometheuses: []PrometheusInfo{{Namespace: "mon", Name: "p", CreationTimestamp: t0, ServiceAccountName: "p",
 					ServiceMonitorSelector: everything(), ServiceMonitorNamespaceSelector: everything(),
@@ -329,7 +343,7 @@ func TestResolve(t *testing.T) {
 		},
 		{
 			name: "matchLabels against a fixed label value",
-			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+			in: Input{InstallNamespace: "kubevirt", PrometheusNamespaces: trustAll, ServiceMonitorAPI: true, PrometheusRuleAPI: true,
 				Namespaces: ns("kubevirt", "mon"),
 				Prometheuses: []PrometheusInfo{{Namespace: "mon", Name: "p", CreationTimestamp: t0, ServiceAccountName: "p",
 					ServiceMonitorSelector: matchLabels("k8s-app", "other"), ServiceMonitorNamespaceSelector: everything(),
@@ -339,7 +353,7 @@ func TestResolve(t *testing.T) {
 		},
 		{
 			name: "namespace selector excluding every candidate namespace: the namespace label that fixes it",
-			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+			in: Input{InstallNamespace: "kubevirt", PrometheusNamespaces: trustAll, ServiceMonitorAPI: true, PrometheusRuleAPI: true,
 				Namespaces: ns("kubevirt", "mon"),
 				Prometheuses: []PrometheusInfo{{Namespace: "mon", Name: "p", CreationTimestamp: t0, ServiceAccountName: "p",
 					ServiceMonitorSelector: everything(), ServiceMonitorNamespaceSelector: matchLabels("monitored", "yes"),
@@ -349,7 +363,7 @@ func TestResolve(t *testing.T) {
 		},
 		{
 			name: "namespace selector NotIn on a namespace label: excluded",
-			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+			in: Input{InstallNamespace: "kubevirt", PrometheusNamespaces: trustAll, ServiceMonitorAPI: true, PrometheusRuleAPI: true,
 				Namespaces: ns("kubevirt", "mon"),
 				Prometheuses: []PrometheusInfo{{Namespace: "mon", Name: "p", CreationTimestamp: t0, ServiceAccountName: "p",
 					ServiceMonitorSelector: everything(), ServiceMonitorNamespaceSelector: everything(),
@@ -365,6 +379,101 @@ func TestResolve(t *testing.T) {
 				Prometheuses: []PrometheusInfo{{Namespace: "monitoring", Name: "k8s", CreationTimestamp: t0, ServiceAccountName: "prometheus-k8s", ServiceMonitorSelector: everything(), RuleSelector: everything(), RuleNamespaceSelector: everything()}}},
 			want: want{reason: ReasonNotSelected, smNS: "elsewhere", ruleNS: "kubevirt", subjects: []rbacv1.Subject{sa("monitoring", "prometheus-k8s")},
 				prometheus: "monitoring/k8s", message: []string{"only in its own namespace", "not in elsewhere"}},
+		},
+		// Trust: only the Prometheus resources of spec.monitorNamespace and
+		// of --prometheus-namespaces (default monitoring,
+		// openshift-monitoring) are used.
+		{
+			name: "a tenant's Prometheus is not trusted by default: the one in monitoring is used, the tenant's account is no subject",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces:   ns("kubevirt", "monitoring", "tenant"),
+				Prometheuses: []PrometheusInfo{tenantPrometheus("tenant"), kubePrometheus()}},
+			want: want{reason: ReasonApplied, selected: true, smNS: "monitoring", ruleNS: "kubevirt",
+				subjects: []rbacv1.Subject{sa("monitoring", "prometheus-k8s")}, prometheus: "monitoring/k8s",
+				message: []string{"Selected by Prometheus monitoring/k8s"}, notInMessage: []string{"tenant"}},
+		},
+		{
+			name: "only a tenant's Prometheus: NoPrometheusFound, naming it and how to trust it",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces:   ns("kubevirt", "tenant"),
+				Prometheuses: []PrometheusInfo{tenantPrometheus("tenant")}},
+			want: want{reason: ReasonNoPrometheusFound, smNS: "kubevirt", ruleNS: "kubevirt",
+				message: []string{"No trusted Prometheus resource", "no RoleBinding subject",
+					"Prometheus tenant/prom would select them but is not trusted",
+					"--prometheus-namespaces (monitoring,openshift-monitoring)",
+					"set spec.monitorNamespace to tenant (and spec.monitorAccount to prom) or add tenant to --prometheus-namespaces"}},
+		},
+		{
+			name: "only a tenant's Prometheus, upstream's default account present: placed for the account, the tenant's named",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces:   ns("kubevirt", "tenant", "monitoring"),
+				Prometheuses: []PrometheusInfo{tenantPrometheus("tenant")},
+				Accounts:     []types.NamespacedName{{Namespace: "monitoring", Name: "prometheus-k8s"}}},
+			want: want{reason: ReasonApplied, selected: true, smNS: "monitoring", ruleNS: "kubevirt",
+				subjects: []rbacv1.Subject{sa("monitoring", "prometheus-k8s")},
+				message:  []string{"default account monitoring/prometheus-k8s (no trusted Prometheus resource", "Prometheus tenant/prom would select them but is not trusted"}},
+		},
+		{
+			name: "the trusted Prometheus does not select, a tenant's would: NotSelected, naming both fixes",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces: ns("kubevirt", "monitoring", "tenant"),
+				Prometheuses: []PrometheusInfo{tenantPrometheus("tenant"), {Namespace: "monitoring", Name: "k8s", CreationTimestamp: t0, ServiceAccountName: "prometheus-k8s",
+					RuleSelector: everything(), RuleNamespaceSelector: everything()}}},
+			want: want{reason: ReasonNotSelected, smNS: "kubevirt", ruleNS: "kubevirt",
+				subjects: []rbacv1.Subject{sa("monitoring", "prometheus-k8s")}, prometheus: "monitoring/k8s",
+				message: []string{"No trusted Prometheus selects the ServiceMonitor", "spec.serviceMonitorSelector is unset",
+					"Prometheus tenant/prom would select them but is not trusted"}},
+		},
+		{
+			name: "a tenant's Prometheus that would select nothing is not named",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces:   ns("kubevirt", "tenant"),
+				Prometheuses: []PrometheusInfo{{Namespace: "tenant", Name: "bare", CreationTimestamp: t0, ServiceAccountName: "bare"}}},
+			want: want{reason: ReasonNoPrometheusFound, smNS: "kubevirt", ruleNS: "kubevirt",
+				message: []string{"No trusted Prometheus resource"}, notInMessage: []string{"tenant/bare"}},
+		},
+		{
+			name: "several tenants' Prometheuses: named together",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Namespaces:   ns("kubevirt", "t1", "t2"),
+				Prometheuses: []PrometheusInfo{tenantPrometheus("t2"), tenantPrometheus("t1")}},
+			want: want{reason: ReasonNoPrometheusFound, smNS: "kubevirt", ruleNS: "kubevirt",
+				message: []string{"Prometheus t1/prom, t2/prom would select them but are not trusted"}},
+		},
+		{
+			name: "spec.monitorNamespace trusts the Prometheus there",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Settings:     config.Monitoring{MonitorNamespace: "tenant", MonitorAccount: "prom"},
+				Namespaces:   ns("kubevirt", "tenant", "monitoring"),
+				Prometheuses: []PrometheusInfo{tenantPrometheus("tenant"), kubePrometheus()}},
+			want: want{reason: ReasonApplied, selected: true, smNS: "tenant", ruleNS: "kubevirt",
+				subjects: []rbacv1.Subject{sa("tenant", "prom")}, prometheus: "tenant/prom"},
+		},
+		{
+			name: "--prometheus-namespaces trusts the namespaces it names, and only those",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true, PrometheusNamespaces: []string{"observability"},
+				Namespaces:   ns("kubevirt", "observability", "tenant"),
+				Prometheuses: []PrometheusInfo{tenantPrometheus("tenant"), kubePrometheusStack("observability", "kps", t0)}},
+			want: want{reason: ReasonApplied, selected: true, smNS: "observability", ruleNS: "kubevirt",
+				subjects: []rbacv1.Subject{sa("observability", "kps-kube-prometheus-prometheus")},
+				labels:   map[string]string{"release": "kps"}, ruleLabels: map[string]string{"release": "kps"},
+				prometheus: "observability/kps-kube-prometheus-prometheus"},
+		},
+		{
+			name: "--prometheus-namespaces=* trusts every namespace (the behaviour before trust)",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true, PrometheusNamespaces: trustAll,
+				Namespaces:   ns("kubevirt", "monitoring", "tenant"),
+				Prometheuses: []PrometheusInfo{tenantPrometheus("tenant"), kubePrometheus()}},
+			want: want{reason: ReasonApplied, selected: true, smNS: "tenant", ruleNS: "kubevirt",
+				subjects: []rbacv1.Subject{sa("monitoring", "prometheus-k8s"), sa("tenant", "prom")}, prometheus: "tenant/prom"},
+		},
+		{
+			name: "an empty --prometheus-namespaces trusts nothing but spec.monitorNamespace",
+			in: Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true, PrometheusNamespaces: []string{},
+				Namespaces: ns("kubevirt", "monitoring"), Prometheuses: []PrometheusInfo{kubePrometheus()}},
+			want: want{reason: ReasonNoPrometheusFound, smNS: "kubevirt", ruleNS: "kubevirt",
+				message: []string{"Prometheus monitoring/k8s would select them but is not trusted", "--prometheus-namespaces (none)",
+					"set spec.monitorNamespace to monitoring or add monitoring"}},
 		},
 	}
 	for _, tc := range cases {
@@ -392,6 +501,11 @@ func TestResolve(t *testing.T) {
 			for _, m := range w.message {
 				if !strings.Contains(got.Message, m) {
 					t.Errorf("message %q lacks %q", got.Message, m)
+				}
+			}
+			for _, m := range w.notInMessage {
+				if strings.Contains(got.Message, m) {
+					t.Errorf("message %q holds %q", got.Message, m)
 				}
 			}
 		})
@@ -453,7 +567,7 @@ func TestFromPrometheus(t *testing.T) {
 // sidecar convention is present, preferring the chosen Prometheus's
 // namespace, then the ServiceMonitor's; none closes it out.
 func TestDashboardNamespace(t *testing.T) {
-	base := Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true}
+	base := Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true, PrometheusNamespaces: trustAll}
 	cases := []struct {
 		name       string
 		proms      []PrometheusInfo
@@ -478,8 +592,13 @@ func TestDashboardNamespace(t *testing.T) {
 			t.Errorf("%s: message %q does not say where the dashboard went", c.name, p.Message)
 		}
 	}
-	if got := DashboardCandidates(Input{InstallNamespace: "kubevirt", Prometheuses: []PrometheusInfo{kubePrometheusStack("obs", "kps", t0)}}); !reflect.DeepEqual(got, []string{"kubevirt", "monitoring", "obs", "openshift-monitoring"}) {
+	if got := DashboardCandidates(Input{InstallNamespace: "kubevirt", PrometheusNamespaces: []string{"obs"}, Prometheuses: []PrometheusInfo{kubePrometheusStack("obs", "kps", t0)}}); !reflect.DeepEqual(got, []string{"kubevirt", "monitoring", "obs", "openshift-monitoring"}) {
 		t.Errorf("candidates %v", got)
+	}
+	// An untrusted Prometheus's namespace is no candidate: a tenant's
+	// dashboard sidecar ConfigMap does not draw KubeVirt's dashboard.
+	if got := DashboardCandidates(Input{InstallNamespace: "kubevirt", Prometheuses: []PrometheusInfo{tenantPrometheus("tenant")}}); !reflect.DeepEqual(got, []string{"kubevirt", "monitoring", "openshift-monitoring"}) {
+		t.Errorf("candidates with an untrusted Prometheus %v", got)
 	}
 }
 
@@ -520,5 +639,47 @@ func TestSelected(t *testing.T) {
 				t.Errorf("Selected = %v, %q; want %v, %q", got, why, tc.want, tc.why)
 			}
 		})
+	}
+}
+
+func TestTrusts(t *testing.T) {
+	cases := []struct {
+		in   Input
+		ns   string
+		want bool
+	}{
+		{Input{}, "monitoring", true},
+		{Input{}, "openshift-monitoring", true},
+		{Input{}, "tenant", false},
+		{Input{}, "", false},
+		{Input{Settings: config.Monitoring{MonitorNamespace: "tenant"}}, "tenant", true},
+		{Input{Settings: config.Monitoring{ServiceMonitorNamespace: "tenant"}}, "tenant", false},
+		{Input{PrometheusNamespaces: []string{"obs"}}, "obs", true},
+		{Input{PrometheusNamespaces: []string{"obs"}}, "monitoring", false},
+		{Input{PrometheusNamespaces: []string{}}, "monitoring", false},
+		{Input{PrometheusNamespaces: []string{}, Settings: config.Monitoring{MonitorNamespace: "monitoring"}}, "monitoring", true},
+		{Input{PrometheusNamespaces: []string{"obs", AllNamespaces}}, "anything", true},
+	}
+	for _, c := range cases {
+		if got := c.in.Trusts(c.ns); got != c.want {
+			t.Errorf("%+v Trusts(%q) = %v, want %v", c.in.PrometheusNamespaces, c.ns, got, c.want)
+		}
+	}
+	in := Input{Prometheuses: []PrometheusInfo{tenantPrometheus("tenant"), kubePrometheus()}}
+	if got := in.TrustedPrometheuses(); len(got) != 1 || got[0].Namespace != "monitoring" {
+		t.Errorf("TrustedPrometheuses %v", got)
+	}
+}
+
+func TestCheckPrometheusNamespaces(t *testing.T) {
+	for _, ok := range [][]string{nil, {}, {"*"}, {"monitoring", "openshift-monitoring"}, {"obs", "*"}} {
+		if err := CheckPrometheusNamespaces(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range [][]string{{"Monitoring"}, {""}, {"a/b"}, {"mon*"}} {
+		if err := CheckPrometheusNamespaces(bad); err == nil || !strings.Contains(err.Error(), "--prometheus-namespaces") {
+			t.Errorf("%q: %v", bad, err)
+		}
 	}
 }

@@ -40,7 +40,7 @@ func TestGrafanaDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.FakeReadiness(t, c, ns)
-	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
+	operatortest.Start(t, env.Config, operator.Options{Namespace: ns, PrometheusNamespaces: []string{promNS}})
 	if err := c.Create(ctx, newKubeVirt(t, ns)); err != nil {
 		t.Fatal(err)
 	}

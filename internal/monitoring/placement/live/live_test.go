@@ -464,7 +464,7 @@ func TestAnyOrder(t *testing.T) {
 			for _, st := range order {
 				switch st {
 				case stepOperator:
-					operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
+					operatortest.Start(t, env.Config, operator.Options{Namespace: ns, PrometheusNamespaces: []string{promNS}})
 					haveOperator = true
 				case stepKubeVirt:
 					if err := c.Create(context.Background(), newKubeVirt(t, ns)); err != nil {
@@ -518,7 +518,9 @@ func TestStackLifecycle(t *testing.T) {
 	ns := env.Namespace(t)
 	promNS := env.Namespace(t)
 	testenv.FakeReadiness(t, c, ns)
-	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
+	// The stacks' namespaces are trusted: promNS by the setting, monitoring
+	// (kube-prometheus shape, below) as it is by default.
+	operatortest.Start(t, env.Config, operator.Options{Namespace: ns, PrometheusNamespaces: []string{promNS, "monitoring"}})
 	if err := c.Create(ctx, newKubeVirt(t, ns)); err != nil {
 		t.Fatal(err)
 	}
@@ -641,7 +643,8 @@ func BenchmarkPrometheusToServiceMonitor(b *testing.B) {
 	installCRDs(b, env)
 	ns := env.Namespace(b)
 	testenv.FakeReadiness(b, c, ns)
-	operatortest.Start(b, env.Config, operator.Options{Namespace: ns})
+	// Every iteration's Prometheus has a namespace of its own.
+	operatortest.Start(b, env.Config, operator.Options{Namespace: ns, PrometheusNamespaces: []string{placement.AllNamespaces}})
 	if err := c.Create(ctx, newKubeVirt(b, ns)); err != nil {
 		b.Fatal(err)
 	}
