@@ -259,7 +259,8 @@ func render(version string) ([]client.Object, error) {
 		Monitoring: &placement.Input{InstallNamespace: ns, ServiceMonitorAPI: true, PrometheusRuleAPI: true,
 			Prometheuses: []placement.PrometheusInfo{{Namespace: placedNamespace, Name: "k8s", ServiceAccountName: "prometheus",
 				ServiceMonitorSelector: &metav1.LabelSelector{}, RuleSelector: &metav1.LabelSelector{}}},
-			DashboardNamespaces: []string{placedNamespace}},
+			PrometheusNamespaces: []string{placement.AllNamespaces},
+			DashboardNamespaces:  []string{placedNamespace}},
 	}
 	for _, o := range s.Objects {
 		for _, g := range stage.GatesOf(o) {
