@@ -83,3 +83,13 @@ var ownNamespacedRules = []ownRule{
 	{"Whether virt-api really serves, probed through the API server's service proxy before the APIServices are registered.",
 		rule("", []string{"services/proxy"}, "get")},
 }
+
+// strategyJobRules are what the dump-install-strategy Job's ServiceAccount
+// (vocab.StrategyJobServiceAccount) may do, in the install namespace only:
+// what `virtop dump-install-strategy` (internal/cli/dumpinstallstrategy.go)
+// does, nothing more. Its Role ships with the operator's (config/rbac, the
+// chart); the operator creates no RBAC of its own at run time.
+var strategyJobRules = []ownRule{
+	{"The strategy ConfigMap, written with server-side apply: a patch, which the API server also authorizes as create while the ConfigMap does not exist. Its name changes with every deployment ID, so it cannot be named here. Nothing is read (no get, list or watch), and the signing key reaches the pod through a secretKeyRef the kubelet resolves: no Secret access.",
+		rule("", []string{"configmaps"}, "create", "patch")},
+}

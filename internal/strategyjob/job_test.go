@@ -51,7 +51,7 @@ func TestJobSpec(t *testing.T) {
 		{"version annotation", job.Annotations["kubevirt.io/install-strategy-version"], "v1.5.3"},
 		{"pod kubevirt.io label", job.Spec.Template.Labels["kubevirt.io"], "virt-operator-strategy-dumper"},
 		{"pod network policy label", job.Spec.Template.Labels["np.kubevirt.io/allow-access-cluster-services"], "true"},
-		{"service account", pod.ServiceAccountName, "kubevirt-operator"},
+		{"service account", pod.ServiceAccountName, "virtop-strategy-job"},
 		{"restart policy", pod.RestartPolicy, corev1.RestartPolicyNever},
 		{"containers", len(pod.Containers), 1},
 		{"container name", ctr.Name, "install-strategy-upload"},

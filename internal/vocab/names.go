@@ -27,6 +27,11 @@ const (
 	OperatorRBACName = OperatorServiceAccount
 	// OperatorLeaseName is the Lease of the operator's leader election.
 	OperatorLeaseName = VirtOperator
+	// StrategyJobServiceAccount is the ServiceAccount the
+	// dump-install-strategy Job's pod runs as; its Role and RoleBinding in
+	// the install namespace share the name. Shipped with the operator
+	// (config/rbac, the chart), not created at run time.
+	StrategyJobServiceAccount = "virtop-strategy-job"
 )
 
 // PriorityClassName is the PriorityClass of every control-plane pod;

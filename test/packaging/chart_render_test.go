@@ -98,7 +98,7 @@ func TestChartRendering(t *testing.T) {
 		}
 	}
 	for kind, n := range map[string]int{"CustomResourceDefinition": 2, "Deployment": 1, "Namespace": 1, "PriorityClass": 1, "KubeVirt": 1,
-		"KubeVirtMonitoring": 1, "Job": 1, "ServiceAccount": 2, "Role": 2, "RoleBinding": 2, "ClusterRole": 1, "ClusterRoleBinding": 1} {
+		"KubeVirtMonitoring": 1, "Job": 1, "ServiceAccount": 3, "Role": 3, "RoleBinding": 3, "ClusterRole": 1, "ClusterRoleBinding": 1} {
 		if kinds[kind] != n {
 			t.Errorf("%d %s objects, want %d (all: %v)", kinds[kind], kind, n, kinds)
 		}

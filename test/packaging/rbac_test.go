@@ -54,9 +54,9 @@ func decodeInto(t *testing.T, rel string, into any) {
 	}
 }
 
-// installOperatorRBAC creates, as an administrator, the ServiceAccount,
-// roles and bindings of config/rbac for the operator of namespace ns, as
-// the release manifests do.
+// installOperatorRBAC creates, as an administrator, the ServiceAccounts,
+// roles and bindings of config/rbac for the operator of namespace ns and
+// its strategy Job, as the release manifests do.
 func installOperatorRBAC(t *testing.T, c client.Client, ns string) {
 	t.Helper()
 	ctx := context.Background()
@@ -78,7 +78,17 @@ func installOperatorRBAC(t *testing.T, c client.Client, ns string) {
 	for i := range rb.Subjects {
 		rb.Subjects[i].Namespace = ns
 	}
-	for _, o := range []client.Object{&sa, &cr, &crb, &role, &rb} {
+	var jobSA corev1.ServiceAccount
+	var jobRole rbacv1.Role
+	var jobRB rbacv1.RoleBinding
+	decodeInto(t, "config/rbac/strategy_job_service_account.yaml", &jobSA)
+	decodeInto(t, "config/rbac/strategy_job_role.yaml", &jobRole)
+	decodeInto(t, "config/rbac/strategy_job_role_binding.yaml", &jobRB)
+	jobSA.Namespace, jobRole.Namespace, jobRB.Namespace = ns, ns, ns
+	for i := range jobRB.Subjects {
+		jobRB.Subjects[i].Namespace = ns
+	}
+	for _, o := range []client.Object{&sa, &cr, &crb, &role, &rb, &jobSA, &jobRole, &jobRB} {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
 		}
@@ -94,12 +104,28 @@ func installOperatorRBAC(t *testing.T, c client.Client, ns string) {
 // ServiceAccount, with the groups the API server gives a ServiceAccount
 // token.
 func impersonating(cfg *rest.Config, ns string) *rest.Config {
+	return impersonatingSA(cfg, ns, operatorSA)
+}
+
+// impersonatingSA returns a client config acting as ServiceAccount sa of
+// namespace ns.
+func impersonatingSA(cfg *rest.Config, ns, sa string) *rest.Config {
 	out := rest.CopyConfig(cfg)
 	out.Impersonate = rest.ImpersonationConfig{
-		UserName: fmt.Sprintf("system:serviceaccount:%s:%s", ns, operatorSA),
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+		UserName: serviceAccountUser(ns, sa),
+		Groups:   serviceAccountGroups(ns),
 	}
 	return out
+}
+
+func serviceAccountUser(ns, sa string) string {
+	return fmt.Sprintf("system:serviceaccount:%s:%s", ns, sa)
+}
+
+// serviceAccountGroups are the groups the API server gives a
+// ServiceAccount token of namespace ns.
+func serviceAccountGroups(ns string) []string {
+	return []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
 }
 
 func condition(kv *kvv1.KubeVirt, typ kvv1.KubeVirtConditionType) kvv1.KubeVirtCondition {
