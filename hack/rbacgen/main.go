@@ -86,6 +86,7 @@ type commented struct {
 func generate() ([]file, error) {
 	var clusterGranted, nsGranted []commented
 	crdList := map[string][]string{} // group -> plurals
+	var sccNames []string
 	for _, v := range catalog.Builtin().Versions() {
 		objs, err := render(v)
 		if err != nil {
@@ -100,12 +101,16 @@ func generate() ([]file, error) {
 			for _, r := range n {
 				nsGranted = append(nsGranted, commented{src, r})
 			}
+			if strategy.Kind(o) == "SecurityContextConstraints" && !slices.Contains(sccNames, o.GetName()) {
+				sccNames = append(sccNames, o.GetName())
+			}
 			if crd, ok := o.(*apiextensionsv1.CustomResourceDefinition); ok {
 				crdList[crd.Spec.Group] = append(crdList[crd.Spec.Group], crd.Spec.Names.Plural)
 			}
 		}
 	}
-	ownCluster := toCommented(ownClusterRules)
+	slices.Sort(sccNames)
+	ownCluster := toCommented(append(slices.Clone(ownClusterRules), sccRules(sccNames)...))
 	groups := sortedKeys(crdList)
 	for _, g := range groups {
 		ownCluster = append(ownCluster, commented{

@@ -61,8 +61,6 @@ var ownClusterRules = []ownRule{
 		rule("", []string{"namespaces", "serviceaccounts"}, "get")},
 	{"OpenShift only (gated): the Route of virt-exportproxy.",
 		rule("route.openshift.io", []string{"routes"}, manageVerbs...)},
-	{"OpenShift only (gated): KubeVirt's SecurityContextConstraints.",
-		rule("security.openshift.io", []string{"securitycontextconstraints"}, manageVerbs...)},
 	{"Node count (virt-api replicas and PodDisruptionBudget): metadata-only watch.",
 		rule("", []string{"nodes"}, "get", "list", "watch")},
 	{"The dump-install-strategy Job (versions outside the catalog) carries the managed-by label and is watched cluster-wide like every managed kind.",
@@ -92,4 +90,24 @@ var ownNamespacedRules = []ownRule{
 var strategyJobRules = []ownRule{
 	{"The strategy ConfigMap, written with server-side apply: a patch, which the API server also authorizes as create while the ConfigMap does not exist. Its name changes with every deployment ID, so it cannot be named here. Nothing is read (no get, list or watch), and the signing key reaches the pod through a secretKeyRef the kubelet resolves: no Secret access.",
 		rule("", []string{"configmaps"}, "create", "patch")},
+}
+
+// sccResource is OpenShift's SecurityContextConstraints, cluster-scoped.
+const sccGroup, sccResource = "security.openshift.io", "securitycontextconstraints"
+
+// sccRules are the operator's rules on SecurityContextConstraints (OpenShift
+// only, gated): by name wherever RBAC allows it. names are the SCCs the
+// strategies of the catalog render (generate derives them), so an SCC a
+// release adds is covered by the next `make rbac`, and no other SCC of the
+// cluster (privileged, restricted, another product's) can be changed or
+// deleted by the operator.
+func sccRules(names []string) []ownRule {
+	named := rule(sccGroup, []string{sccResource}, "get", "create", "patch", "delete")
+	named.ResourceNames = names
+	return []ownRule{
+		{"OpenShift only (gated): KubeVirt's SecurityContextConstraints, listed and watched (the cache, prune and uninstall, label-scoped). RBAC cannot restrict list or watch by name: neither names an object.",
+			rule(sccGroup, []string{sccResource}, "list", "watch")},
+		{"OpenShift only (gated): only the SecurityContextConstraints KubeVirt's strategies render (names derived from the catalog by hack/rbacgen) are applied, read uncached for their field managers before a prune, and deleted (prune, uninstall). Create is restricted by name too: virtop creates them only by server-side apply, a patch the API server authorizes as a create of that name (a plain POST create could not be restricted).",
+			named},
+	}
 }

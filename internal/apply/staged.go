@@ -335,6 +335,15 @@ func (a *Applier) appliedByVirtop(ctx context.Context, o *unstructured.Unstructu
 			// Gone (its kind with it) since the list.
 			return false, nil
 		}
+		if apierrors.IsForbidden(err) {
+			// The operator's RBAC names the objects of some kinds
+			// (SecurityContextConstraints): those are all virtop applies,
+			// so a labelled one it may not read (another's copy, listed
+			// with virtop's) is not virtop's.
+			a.rememberForeign(o.GetUID(), o.GetResourceVersion())
+			logf.FromContext(ctx).Info("Leaving alone an object labelled as virtop's that the operator's roles do not name, so virtop never applied it", "kind", o.GetKind(), "object", o.GetNamespace()+"/"+o.GetName())
+			return false, nil
+		}
 		return false, fmt.Errorf("read the managers of %s %s: %w", o.GetKind(), o.GetName(), err)
 	}
 	if pm.UID != o.GetUID() {
@@ -346,14 +355,20 @@ func (a *Applier) appliedByVirtop(ctx context.Context, o *unstructured.Unstructu
 			return true, nil
 		}
 	}
+	a.rememberForeign(pm.UID, pm.ResourceVersion)
+	logf.FromContext(ctx).Info("Leaving alone an object labelled as virtop's that virtop never applied", "kind", o.GetKind(), "object", o.GetNamespace()+"/"+o.GetName())
+	return false, nil
+}
+
+// rememberForeign records a labelled object virtop never applied, so the
+// next passes do not read its managers again while it is unchanged.
+func (a *Applier) rememberForeign(uid types.UID, resourceVersion string) {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	if a.foreign == nil || len(a.foreign) > 1024 {
 		a.foreign = map[types.UID]string{}
 	}
-	a.foreign[pm.UID] = pm.ResourceVersion
-	a.mu.Unlock()
-	logf.FromContext(ctx).Info("Leaving alone an object labelled as virtop's that virtop never applied", "kind", o.GetKind(), "object", o.GetNamespace()+"/"+o.GetName())
-	return false, nil
+	a.foreign[uid] = resourceVersion
 }
 
 // logFor returns a logger for an object.
