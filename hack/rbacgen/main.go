@@ -196,9 +196,13 @@ func rbacMarkdown(cluster, namespaced, job []commented) string {
 	return b.String()
 }
 
+// render is the strategy of a catalog version with the feature gates that
+// add objects on (as internal/ownership renders it), so that every role,
+// SCC and Secret the version can render is seen.
 func render(version string) ([]client.Object, error) {
 	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: config.DefaultNamespace}}
 	kv.Spec.ImageTag = version
+	kv.Spec.Configuration.DeveloperConfiguration = &kvv1.DeveloperConfiguration{FeatureGates: []string{components.VMExportFeatureGate}}
 	cfg, err := config.FromKubeVirt(kv, config.Settings{Namespace: config.DefaultNamespace})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", version, err)

@@ -59,8 +59,6 @@ var ownClusterRules = []ownRule{
 		rule("monitoring.coreos.com", []string{"prometheuses"}, "get", "list", "watch")},
 	{"Monitoring resolution: the namespace and ServiceAccount of the Prometheus found.",
 		rule("", []string{"namespaces", "serviceaccounts"}, "get")},
-	{"OpenShift only (gated): the Route of virt-exportproxy.",
-		rule("route.openshift.io", []string{"routes"}, manageVerbs...)},
 	{"Node count (virt-api replicas and PodDisruptionBudget): metadata-only watch.",
 		rule("", []string{"nodes"}, "get", "list", "watch")},
 	{"The dump-install-strategy Job (versions outside the catalog) carries the managed-by label and is watched cluster-wide like every managed kind.",
@@ -80,6 +78,8 @@ var ownNamespacedRules = []ownRule{
 		rule("", []string{"pods"}, "list")},
 	{"Whether virt-api really serves, probed through the API server's service proxy before the APIServices are registered.",
 		rule("", []string{"services/proxy"}, "get")},
+	{"OpenShift only (gated): the Route of virt-exportproxy, applied, cached, pruned and uninstalled in the install namespace only.",
+		rule("route.openshift.io", []string{"routes"}, manageVerbs...)},
 }
 
 // strategyJobRules are what the dump-install-strategy Job's ServiceAccount

@@ -15,14 +15,13 @@ import (
 	"github.com/virtop-dev/virtop/internal/strategy"
 )
 
-// allows reports whether the operator's own cluster rules grant every verb
-// on the resource, each verb by some rule. A rule restricted by name counts
-// here; TestSCCsByName checks that the names cover what is rendered.
-func allows(group, resource string, verbs ...string) bool {
-	own := append(slices.Clone(ownClusterRules), sccRules([]string{"any"})...)
+// allows reports whether rules grant every verb on the resource, each verb
+// by some rule. A rule restricted by name counts here; TestNamedRules checks
+// that the names cover what is rendered.
+func allows(rules []ownRule, group, resource string, verbs ...string) bool {
 	for _, v := range verbs {
 		ok := false
-		for _, r := range own {
+		for _, r := range rules {
 			ok = ok || slices.Contains(r.rule.APIGroups, group) && slices.Contains(r.rule.Resources, resource) && slices.Contains(r.rule.Verbs, v)
 		}
 		if !ok {
@@ -51,80 +50,125 @@ func TestOwnRulesCoverOwnedKinds(t *testing.T) {
 		plural, _ := meta.UnsafeGuessKindToResource(gvk)
 		return plural.Resource
 	}
+	// The kinds virtop applies, caches and prunes in the install namespace
+	// only may be granted by the Role there; the others need the
+	// ClusterRole.
+	cluster := append(slices.Clone(ownClusterRules), sccRules([]string{"any"})...)
+	inNamespace := append(slices.Clone(cluster), ownNamespacedRules...)
+	installOnly := func(gvk schema.GroupVersionKind) bool {
+		if !slices.Contains(k.Namespaced, gvk) {
+			return false
+		}
+		for _, e := range k.Elsewhere {
+			if e.GVK == gvk {
+				return false
+			}
+		}
+		return true
+	}
+	rulesFor := func(gvk schema.GroupVersionKind) []ownRule {
+		if installOnly(gvk) {
+			return inNamespace
+		}
+		return cluster
+	}
 	for _, gvk := range k.Managed {
-		if !allows(gvk.Group, resourceOf(gvk), manageVerbs...) {
-			t.Errorf("managed %s: no own rule grants %v on %s", gvk, manageVerbs, resourceOf(gvk))
+		if !allows(rulesFor(gvk), gvk.Group, resourceOf(gvk), manageVerbs...) {
+			t.Errorf("managed %s (install namespace only: %t): no own rule grants %v on %s", gvk, installOnly(gvk), manageVerbs, resourceOf(gvk))
 		}
 	}
 	for _, gvk := range k.Watched {
-		if !allows(gvk.Group, resourceOf(gvk), "get", "list", "watch") {
-			t.Errorf("watched %s: no own rule grants get, list, watch on %s", gvk, resourceOf(gvk))
+		if !allows(rulesFor(gvk), gvk.Group, resourceOf(gvk), "get", "list", "watch") {
+			t.Errorf("watched %s (install namespace only: %t): no own rule grants get, list, watch on %s", gvk, installOnly(gvk), resourceOf(gvk))
+		}
+	}
+	// What moved to the Role must not be in the ClusterRole: it would be
+	// granted in every namespace again.
+	for _, gr := range []schema.GroupResource{{Group: "route.openshift.io", Resource: "routes"}} {
+		for _, v := range []string{"get", "list", "watch", "patch", "delete"} {
+			if allows(cluster, gr.Group, gr.Resource, v) {
+				t.Errorf("the operator's own cluster rules grant %s on %s: install namespace only", v, gr)
+			}
 		}
 	}
 }
 
-// TestSCCsByName: the ClusterRole rbacgen writes lets the operator apply,
-// read and delete every SecurityContextConstraints a catalog release
-// renders, and change or delete no other (privileged, for one).
-func TestSCCsByName(t *testing.T) {
+// TestNamedRules: the roles rbacgen writes let the operator apply, read
+// and delete every SecurityContextConstraints (ClusterRole) a catalog
+// release renders, and change or delete no other: not the privileged SCC.
+func TestNamedRules(t *testing.T) {
 	files, err := generate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cr rbacv1.ClusterRole
-	for _, f := range files {
-		if f.path == "config/rbac/cluster_role.yaml" {
-			if err := yaml.UnmarshalStrict(f.data, &cr); err != nil {
-				t.Fatal(err)
+	rulesOf := func(path string) []rbacv1.PolicyRule {
+		for _, f := range files {
+			if f.path == path {
+				var r struct {
+					Rules []rbacv1.PolicyRule `json:"rules"`
+				}
+				if err := yaml.Unmarshal(f.data, &r); err != nil {
+					t.Fatal(err)
+				}
+				return r.Rules
 			}
 		}
+		t.Fatalf("%s not generated", path)
+		return nil
 	}
-	if len(cr.Rules) == 0 {
-		t.Fatal("no rules generated for the ClusterRole")
-	}
-	granted := func(name, verb string) bool {
-		for _, r := range cr.Rules {
-			if covers(r, atom{group: sccGroup, resource: sccResource, name: name, verb: verb}) {
-				return true
-			}
-		}
-		return false
-	}
-	rendered := map[string]bool{}
+	rendered := map[string]map[string]bool{"SecurityContextConstraints": {}}
 	for _, v := range catalog.Builtin().Versions() {
 		objs, err := render(v)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, o := range objs {
-			if strategy.Kind(o) == "SecurityContextConstraints" {
-				rendered[o.GetName()] = true
+			if names := rendered[strategy.Kind(o)]; names != nil {
+				names[o.GetName()] = true
 			}
 		}
 	}
-	if len(rendered) == 0 {
-		t.Fatal("no catalog release renders a SecurityContextConstraints: is the check still needed?")
-	}
-	for name := range rendered {
-		for _, verb := range []string{"get", "create", "patch", "delete"} {
-			if !granted(name, verb) {
-				t.Errorf("SCC %s is rendered, but the ClusterRole does not grant %s on it", name, verb)
+	for _, tc := range []struct {
+		kind, group, resource, file string
+		// named: verbs only on the rendered names; unnamed: on any.
+		named, unnamed []string
+		others         []string
+	}{
+		{"SecurityContextConstraints", sccGroup, sccResource, "config/rbac/cluster_role.yaml",
+			[]string{"get", "create", "patch", "delete"}, []string{"list", "watch"}, []string{"privileged", "restricted-v2", "anyuid", "another-products-scc"}},
+	} {
+		rules := rulesOf(tc.file)
+		granted := func(name, verb string) bool {
+			for _, r := range rules {
+				if covers(r, atom{group: tc.group, resource: tc.resource, name: name, verb: verb}) {
+					return true
+				}
+			}
+			return false
+		}
+		if len(rendered[tc.kind]) == 0 {
+			t.Errorf("no catalog release renders a %s: is the check still needed?", tc.kind)
+		}
+		for name := range rendered[tc.kind] {
+			for _, verb := range tc.named {
+				if !granted(name, verb) {
+					t.Errorf("%s %s is rendered, but %s does not grant %s on it", tc.kind, name, tc.file, verb)
+				}
 			}
 		}
-	}
-	// Verbs without a name: what RBAC cannot restrict.
-	for _, verb := range []string{"list", "watch"} {
-		if !granted("", verb) {
-			t.Errorf("the ClusterRole does not grant %s on SCCs", verb)
+		for _, verb := range tc.unnamed {
+			if !granted("", verb) {
+				t.Errorf("%s does not grant %s on %s", tc.file, verb, tc.resource)
+			}
 		}
-	}
-	for _, name := range []string{"privileged", "restricted-v2", "anyuid", "another-products-scc"} {
-		if rendered[name] {
-			continue
-		}
-		for _, verb := range []string{"get", "create", "patch", "update", "delete"} {
-			if granted(name, verb) {
-				t.Errorf("the ClusterRole grants %s on SCC %s, which no release renders", verb, name)
+		for _, name := range tc.others {
+			if rendered[tc.kind][name] {
+				t.Fatalf("%s %s is rendered: pick another name for the test", tc.kind, name)
+			}
+			for _, verb := range append([]string{"update"}, tc.named...) {
+				if granted(name, verb) {
+					t.Errorf("%s grants %s on %s %s, which no release renders", tc.file, verb, tc.kind, name)
+				}
 			}
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -45,6 +46,11 @@ type Applier struct {
 	// Remove read each object's managers before they delete it. Nil means
 	// Client.
 	Reader client.Reader
+	// InstallNamespaceOnly are the namespaced kinds virtop applies in the
+	// install namespace only (ownership.Kinds.InstallNamespaceOnly): prune
+	// and uninstall list them there, where the operator's cache and Role
+	// cover them. Others, and all kinds when nil, are listed cluster-wide.
+	InstallNamespaceOnly map[schema.GroupVersionKind]bool
 
 	mu      sync.Mutex
 	applied map[strategy.Key]record

@@ -292,7 +292,13 @@ func (a *Applier) listManaged(ctx context.Context, gvk schema.GroupVersionKind, 
 	// their CRDs) are listed from the API server by the operator's client
 	// (internal/operator's vanishingGuard), never through an informer that
 	// could wait forever for a removed API.
-	err := a.Client.List(ctx, list, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue})
+	opts := []client.ListOption{client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}}
+	if a.InstallNamespaceOnly[gvk] {
+		// Where the operator's cache and its Role (Secrets, Routes) cover
+		// them: a cluster-wide list would be refused.
+		opts = append(opts, client.InNamespace(installNS))
+	}
+	err := a.Client.List(ctx, list, opts...)
 	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
 		return nil, nil
 	}

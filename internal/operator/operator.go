@@ -217,6 +217,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	guarded := newVanishingGuard(mgr.GetClient(), mgr.GetClient(), mgr.GetAPIReader(), kinds.Vanishing)
 	applier := apply.New(guarded)
 	applier.Reader = mgr.GetAPIReader()
+	applier.InstallNamespaceOnly = kinds.InstallNamespaceOnly()
 	recorder := mgr.GetEventRecorder("virtop")
 	strategies := &store.Store{Client: guarded, Applier: applier, Catalog: cat, Recorder: recorder}
 	if opts.StrategyImage != "" {

@@ -107,8 +107,9 @@ func unstructuredOf(gvk schema.GroupVersionKind, ns, name string) *unstructured.
 // the roles of config/rbac, on a cluster that serves OpenShift's
 // SecurityContextConstraints and Routes: it installs KubeVirt (with
 // virt-exportproxy, whose Route it applies) and uninstalls it, refused
-// nothing, while its roles refuse it every other SCC of the cluster. A
-// labelled SCC virtop never applied is left alone, without an error.
+// nothing, while its roles refuse it every other SCC of the cluster and
+// every Route outside the install namespace. A labelled SCC virtop never
+// applied is left alone, without an error.
 func TestOpenShiftKindsRBAC(t *testing.T) {
 	env := testenv.Get(t)
 	c := env.Client
@@ -147,6 +148,20 @@ func TestOpenShiftKindsRBAC(t *testing.T) {
 	refused("deleting SCC "+copied.GetName(), asOperator.Delete(ctx, unstructuredOf(sccGVK, "", copied.GetName())))
 	t.Cleanup(func() { _ = c.Delete(context.Background(), unstructuredOf(sccGVK, "", "anyuid-too")) })
 	refused("creating SCC anyuid-too", asOperator.Create(ctx, unstructuredOf(sccGVK, "", "anyuid-too")))
+
+	// Routes: in the install namespace only.
+	other := env.Namespace(t)
+	routes := &unstructured.UnstructuredList{}
+	routes.SetGroupVersionKind(routeGVK.GroupVersion().WithKind("RouteList"))
+	refused("listing Routes in every namespace", asOperator.List(ctx, routes))
+	refused("listing Routes in another namespace", asOperator.List(ctx, routes, client.InNamespace(other)))
+	stray := unstructuredOf(routeGVK, other, "virt-exportproxy")
+	stray.Object["spec"] = map[string]any{"to": map[string]any{"kind": "Service", "name": "virt-exportproxy"}}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), unstructuredOf(routeGVK, other, "virt-exportproxy")) })
+	refused("creating a Route in another namespace", asOperator.Create(ctx, stray))
+	if err := asOperator.List(ctx, routes, client.InNamespace(ns)); err != nil {
+		t.Errorf("listing Routes in the install namespace as the operator: %v", err)
+	}
 
 	testenv.FakeReadiness(t, c, ns)
 	operatortest.Start(t, impersonating(env.Config, ns), operator.Options{Namespace: ns, LeaderElect: true})
