@@ -86,7 +86,7 @@ type commented struct {
 func generate() ([]file, error) {
 	var clusterGranted, nsGranted []commented
 	crdList := map[string][]string{} // group -> plurals
-	var sccNames []string
+	var sccNames, secretNames []string
 	for _, v := range catalog.Builtin().Versions() {
 		objs, err := render(v)
 		if err != nil {
@@ -104,6 +104,9 @@ func generate() ([]file, error) {
 			if strategy.Kind(o) == "SecurityContextConstraints" && !slices.Contains(sccNames, o.GetName()) {
 				sccNames = append(sccNames, o.GetName())
 			}
+			if strategy.Kind(o) == "Secret" && !slices.Contains(secretNames, o.GetName()) {
+				secretNames = append(secretNames, o.GetName())
+			}
 			if crd, ok := o.(*apiextensionsv1.CustomResourceDefinition); ok {
 				crdList[crd.Spec.Group] = append(crdList[crd.Spec.Group], crd.Spec.Names.Plural)
 			}
@@ -118,7 +121,8 @@ func generate() ([]file, error) {
 			rule(g, dedupe(crdList[g]), "list"),
 		})
 	}
-	ownNS := toCommented(ownNamespacedRules)
+	slices.Sort(secretNames)
+	ownNS := toCommented(append(slices.Clone(ownNamespacedRules), secretRules(secretNames)...))
 
 	// What the generated rules must add on top of the operator's own.
 	cluster := compact(clusterGranted, ownCluster, nil)

@@ -31,8 +31,8 @@ var ownClusterRules = []ownRule{
 		rule("virtop.dev", []string{"kubevirtmonitorings"}, "get", "list", "watch")},
 	{"The KubeVirtMonitoring resource's status (its Accepted and Applied conditions).",
 		rule("virtop.dev", []string{"kubevirtmonitorings/status"}, "patch")},
-	{"Core kinds of the install strategy, applied, pruned and uninstalled (Secrets and ConfigMaps also hold certificates and install strategies).",
-		rule("", []string{"configmaps", "secrets", "serviceaccounts", "services"}, manageVerbs...)},
+	{"Core kinds of the install strategy, applied, pruned and uninstalled (ConfigMaps also hold CA bundles and install strategies, and the Grafana dashboard goes beside the Grafana found). Secrets are in the install namespace only (the Role).",
+		rule("", []string{"configmaps", "serviceaccounts", "services"}, manageVerbs...)},
 	{"Workloads of the install strategy.",
 		rule("apps", []string{"daemonsets", "deployments"}, manageVerbs...)},
 	{"virt-api's PodDisruptionBudget, sized by the plan.",
@@ -108,6 +108,21 @@ func sccRules(names []string) []ownRule {
 		{"OpenShift only (gated): KubeVirt's SecurityContextConstraints, listed and watched (the cache, prune and uninstall, label-scoped). RBAC cannot restrict list or watch by name: neither names an object.",
 			rule(sccGroup, []string{sccResource}, "list", "watch")},
 		{"OpenShift only (gated): only the SecurityContextConstraints KubeVirt's strategies render (names derived from the catalog by hack/rbacgen) are applied, read uncached for their field managers before a prune, and deleted (prune, uninstall). Create is restricted by name too: virtop creates them only by server-side apply, a patch the API server authorizes as a create of that name (a plain POST create could not be restricted).",
+			named},
+	}
+}
+
+// secretRules are the operator's rules on Secrets, all in the install
+// namespace (the Role): KubeVirt's certificate Secrets and virtop's strategy
+// signing key live there and nowhere else. names are the Secrets the
+// strategies of the catalog render (generate derives them).
+func secretRules(names []string) []ownRule {
+	named := rule("", []string{"secrets"}, "patch", "delete")
+	named.ResourceNames = names
+	return []ownRule{
+		{"Secrets: cached and watched (list, watch), read uncached (get: the strategy signing key, and field managers before a prune), and the strategy signing key created. RBAC cannot restrict these by name: a list or watch names no object, a plain create is authorized before its name is known, and KubeVirt's Role kubevirt-controller grants get on every Secret of the namespace, which the operator must hold to create it.",
+			rule("", []string{"secrets"}, "get", "list", "watch", "create")},
+		{"Secrets by name: only the certificate Secrets KubeVirt's strategies render (names derived from the catalog by hack/rbacgen) are applied (server-side apply, authorized as a patch, or a create of that name) and deleted (prune, uninstall).",
 			named},
 	}
 }

@@ -54,7 +54,7 @@ func TestOwnRulesCoverOwnedKinds(t *testing.T) {
 	// only may be granted by the Role there; the others need the
 	// ClusterRole.
 	cluster := append(slices.Clone(ownClusterRules), sccRules([]string{"any"})...)
-	inNamespace := append(slices.Clone(cluster), ownNamespacedRules...)
+	inNamespace := append(slices.Clone(cluster), append(slices.Clone(ownNamespacedRules), secretRules([]string{"any"})...)...)
 	installOnly := func(gvk schema.GroupVersionKind) bool {
 		if !slices.Contains(k.Namespaced, gvk) {
 			return false
@@ -84,7 +84,7 @@ func TestOwnRulesCoverOwnedKinds(t *testing.T) {
 	}
 	// What moved to the Role must not be in the ClusterRole: it would be
 	// granted in every namespace again.
-	for _, gr := range []schema.GroupResource{{Group: "route.openshift.io", Resource: "routes"}} {
+	for _, gr := range []schema.GroupResource{{Resource: "secrets"}, {Group: "route.openshift.io", Resource: "routes"}} {
 		for _, v := range []string{"get", "list", "watch", "patch", "delete"} {
 			if allows(cluster, gr.Group, gr.Resource, v) {
 				t.Errorf("the operator's own cluster rules grant %s on %s: install namespace only", v, gr)
@@ -94,8 +94,9 @@ func TestOwnRulesCoverOwnedKinds(t *testing.T) {
 }
 
 // TestNamedRules: the roles rbacgen writes let the operator apply, read
-// and delete every SecurityContextConstraints (ClusterRole) a catalog
-// release renders, and change or delete no other: not the privileged SCC.
+// and delete every SecurityContextConstraints (ClusterRole) and every
+// Secret (Role, install namespace) a catalog release renders, and change
+// or delete no other: not the privileged SCC, not a tenant's Secret.
 func TestNamedRules(t *testing.T) {
 	files, err := generate()
 	if err != nil {
@@ -116,7 +117,7 @@ func TestNamedRules(t *testing.T) {
 		t.Fatalf("%s not generated", path)
 		return nil
 	}
-	rendered := map[string]map[string]bool{"SecurityContextConstraints": {}}
+	rendered := map[string]map[string]bool{"SecurityContextConstraints": {}, "Secret": {}}
 	for _, v := range catalog.Builtin().Versions() {
 		objs, err := render(v)
 		if err != nil {
@@ -136,6 +137,11 @@ func TestNamedRules(t *testing.T) {
 	}{
 		{"SecurityContextConstraints", sccGroup, sccResource, "config/rbac/cluster_role.yaml",
 			[]string{"get", "create", "patch", "delete"}, []string{"list", "watch"}, []string{"privileged", "restricted-v2", "anyuid", "another-products-scc"}},
+		// get and create stay unnamed: KubeVirt's Role kubevirt-controller
+		// grants get on every Secret, and the signing key is created by a
+		// plain create.
+		{"Secret", "", "secrets", "config/rbac/role.yaml",
+			[]string{"patch", "delete"}, []string{"get", "list", "watch", "create"}, []string{"tenant-credentials", "kubevirt-ca-backup"}},
 	} {
 		rules := rulesOf(tc.file)
 		granted := func(name, verb string) bool {

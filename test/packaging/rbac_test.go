@@ -29,6 +29,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
 	"github.com/virtop-dev/virtop/internal/tools/podless"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 const operatorSA = "kubevirt-operator"
@@ -198,6 +199,7 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 	if err := asOperator.List(ctx, &schedulingv1.PriorityClassList{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("listing PriorityClasses as the operator: %v, want forbidden (is impersonation in effect?)", err)
 	}
+	checkSecretsRefused(t, c, asOperator, ns)
 
 	testenv.FakeReadiness(t, c, ns)
 	operatortest.Start(t, impersonating(env.Config, ns), operator.Options{Namespace: ns, LeaderElect: true})
@@ -299,4 +301,36 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 		t.Log("KNOWN GAP: during the first install kstatus reads Current before Available: the status has no " +
 			"Reconciling condition and no observedGeneration until rolled out (see docs/gitops.md)")
 	}
+}
+
+// checkSecretsRefused: the operator reads and writes Secrets only in its
+// install namespace, and there changes and deletes only KubeVirt's, by
+// name. A tenant's Secret, elsewhere or in the install namespace (with
+// virtop's label, even), is out of its reach.
+func checkSecretsRefused(t *testing.T, admin, asOperator client.Client, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	tenantNS := testenv.Get(t).Namespace(t)
+	labels := map[string]string{vocab.ManagedByLabel: vocab.ManagedByValue}
+	elsewhere := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tenant-credentials", Namespace: tenantNS, Labels: labels}}
+	inInstallNS := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tenant-credentials", Namespace: ns, Labels: labels}}
+	for _, s := range []*corev1.Secret{elsewhere, inInstallNS} {
+		s.StringData = map[string]string{"password": "hunter2"}
+		if err := admin.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s as the operator: %v, want forbidden", what, err)
+		}
+	}
+	refused("listing Secrets in every namespace", asOperator.List(ctx, &corev1.SecretList{}))
+	refused("listing Secrets in another namespace", asOperator.List(ctx, &corev1.SecretList{}, client.InNamespace(tenantNS)))
+	refused("reading a Secret in another namespace", asOperator.Get(ctx, client.ObjectKeyFromObject(elsewhere), &corev1.Secret{}))
+	refused("deleting a Secret in another namespace", asOperator.Delete(ctx, elsewhere.DeepCopy()))
+	patch := client.RawPatch("application/merge-patch+json", []byte(`{"stringData":{"password":"changed"}}`))
+	refused("patching a tenant's Secret in the install namespace", asOperator.Patch(ctx, inInstallNS.DeepCopy(), patch))
+	refused("deleting a tenant's Secret in the install namespace", asOperator.Delete(ctx, inInstallNS.DeepCopy()))
 }
