@@ -196,8 +196,8 @@ func (b *bench) tenantCopiesKept(t *testing.T, after map[string]string) {
 
 // tenantCopies are what a tenant labels app.kubernetes.io/managed-by:
 // virtop in a namespace of their own: a large ConfigMap, a Secret, and a
-// kubectl copy of the CA bundle kept as a backup. Keys as in
-// framework.ManagedResourceVersions, with their resourceVersions.
+// kubectl copy of the CA bundle kept as a backup. b.tenant keys them as
+// framework.ManagedResourceVersions does, with their resourceVersions.
 func (b *bench) tenantCopies(t *testing.T) error {
 	ctx := context.Background()
 	ns := b.env.Namespace(t, "tenant")
@@ -216,12 +216,29 @@ func (b *bench) tenantCopies(t *testing.T) error {
 		if err := b.c.Create(ctx, o); err != nil {
 			return err
 		}
-		kind := "ConfigMap"
+		list := "ConfigMapList"
 		if _, ok := o.(*corev1.Secret); ok {
-			kind = "Secret"
+			list = "SecretList"
 		}
-		b.tenant[kind+"/"+ns+"/"+o.GetName()] = o.GetResourceVersion()
+		b.tenant[list+"/"+ns+"/"+o.GetName()] = o.GetResourceVersion()
 	}
+	// Gone before the next case takes its snapshot (the namespace's own
+	// deletion, registered earlier, runs after this and does not wait).
+	t.Cleanup(func() {
+		for _, o := range objs {
+			if err := b.c.Delete(context.Background(), o); client.IgnoreNotFound(err) != nil {
+				t.Error(err)
+			}
+		}
+		poll.Eventually(t, "the tenant's objects gone", time.Minute, func(ctx context.Context) (bool, error) {
+			for _, o := range objs {
+				if err := b.c.Get(ctx, client.ObjectKeyFromObject(o), o.DeepCopyObject().(client.Object)); !apierrors.IsNotFound(err) {
+					return false, err
+				}
+			}
+			return true, nil
+		})
+	})
 	return nil
 }
 
