@@ -225,13 +225,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 	for _, st := range steps {
 		more, serr := st.run(passCtx, s)
-		if serr == nil && passCtx.Err() != nil {
-			// A step that stopped on the bound without saying so.
-			serr = passCtx.Err()
-		}
-		if serr != nil && errors.Is(passCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			// A pass that cannot finish degrades whatever the step.
-			s.err, s.degraded = &passTimedOut{step: st.name, after: timeout, err: serr}, true
+		if errors.Is(passCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			// A pass that cannot finish degrades whatever the step, also
+			// one that stopped on the bound without saying so.
+			s.err, s.degraded = &passTimedOut{step: st.name, after: timeout, err: cmp.Or(serr, passCtx.Err())}, true
 			ctrl.LoggerFrom(ctx).Error(s.err, "Pass timed out", "step", st.name)
 			return
 		}
