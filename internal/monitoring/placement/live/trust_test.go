@@ -3,7 +3,6 @@ package live_test
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -119,17 +118,9 @@ func TestOnlyTrustedPrometheusBound(t *testing.T) {
 			SMLabels: map[string]string{}, RuleLabels: map[string]string{},
 			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: tenantNS, Name: "prom"}},
 			Reason:   placement.ReasonApplied}
-		poll.Eventually(t, "monitoring objects placed for the tenant's Prometheus", 2*time.Minute, func() (bool, string) {
-			got, err := readState(c, ns)
-			if err != nil {
-				return false, err.Error()
-			}
-			// The PrometheusRule may keep the release label of the
-			// Prometheus removed before (a label only dropped is not
-			// removed by the applier; {} selects it anyway).
-			got.RuleLabels = map[string]string{}
-			return reflect.DeepEqual(got, want), fmt.Sprintf("got %+v, want %+v", got, want)
-		})
+		// The PrometheusRule may keep the release label of the Prometheus
+		// removed before.
+		waitStateOf(t, c, ns, "monitoring objects placed for the tenant's Prometheus", want, true)
 		selectedBy(t, c, tenant, ns)
 	})
 }
