@@ -251,9 +251,10 @@ func TestDiffUpstreamStrategies(t *testing.T) {
 				}
 			}
 			for _, o := range append(res.Added, res.Removed...) {
-				// virtop's Grafana dashboard ConfigMap is a monitoring object
-				// upstream does not ship.
-				if o.Group != "monitoring.coreos.com" && o.Name != "kubevirt-monitoring" && o.Name != vocab.DashboardConfigMapName {
+				// virtop's Grafana dashboard ConfigMap and the metrics reader's
+				// ClusterRole and binding are monitoring objects upstream does
+				// not ship.
+				if o.Group != "monitoring.coreos.com" && o.Name != "kubevirt-monitoring" && o.Name != vocab.DashboardConfigMapName && o.Name != vocab.MetricsReaderName {
 					t.Errorf("%s: only monitoring objects may be added or removed", o)
 				}
 			}

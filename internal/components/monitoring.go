@@ -34,7 +34,11 @@ func init() { register("monitoring", renderMonitoring) }
 // renderMonitoring renders upstream's monitoring bundle: the ServiceMonitor
 // and PrometheusRule prometheus-kubevirt-rules (components/prometheus.go,
 // monitoring/rules/rules.go) and the Role and RoleBinding
-// kubevirt-monitoring (rbac/servicemonitor.go).
+// kubevirt-monitoring (rbac/servicemonitor.go). virtop adds its dashboard
+// and what lets Prometheus through the operator's authenticated metrics
+// endpoint: a bearer token on the ServiceMonitor's endpoint (Prometheus's
+// own ServiceAccount token) and the ClusterRole and ClusterRoleBinding
+// virtop-metrics-reader (get on /metrics).
 //
 // Placement is decided by the plan, not here: the ServiceMonitor is
 // rendered in the install namespace and the plan moves it to the
@@ -59,6 +63,8 @@ func renderMonitoring(c *config.DeploymentConfig, r catalog.Release) ([]client.O
 		pr,
 		newMonitoringRole(c.Namespace),
 		newMonitoringRoleBinding(c),
+		newMetricsReaderRole(),
+		newMetricsReaderBinding(c),
 		dash,
 	}
 	return objs, nil
@@ -90,6 +96,11 @@ func newServiceMonitor(ns string) *monitoringv1.ServiceMonitor {
 				// Upstream writes lower-case "https"; the CRD accepts both cases.
 				Scheme:      ptr.To(monitoringv1.Scheme("https")),
 				HonorLabels: true,
+				// virt-operator serves its metrics only to callers the API
+				// server authenticates and authorizes (get on /metrics,
+				// granted by virtop-metrics-reader): Prometheus sends its
+				// own ServiceAccount token. The other components ignore it.
+				BearerTokenFile: vocab.ServiceAccountTokenFile,
 				// Components serve metrics with certificates from KubeVirt's
 				// own CA, which Prometheus does not know.
 				HTTPConfigWithProxyAndTLSFiles: monitoringv1.HTTPConfigWithProxyAndTLSFiles{
@@ -157,7 +168,10 @@ func newMonitoringRole(ns string) *rbacv1.Role {
 	return role
 }
 
-func newMonitoringRoleBinding(c *config.DeploymentConfig) *rbacv1.RoleBinding {
+// monitorSubject is the account the monitoring bindings name before the
+// plan resolves it: the user's monitorNamespace/monitorAccount, else
+// upstream's default account in the placeholder namespace.
+func monitorSubject(c *config.DeploymentConfig) rbacv1.Subject {
 	account := c.Monitoring.MonitorAccount
 	if account == "" {
 		account = config.DefaultMonitorAccount
@@ -166,6 +180,10 @@ func newMonitoringRoleBinding(c *config.DeploymentConfig) *rbacv1.RoleBinding {
 	if ns == "" {
 		ns = MonitorNamespacePlaceholder
 	}
+	return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: account, Namespace: ns}
+}
+
+func newMonitoringRoleBinding(c *config.DeploymentConfig) *rbacv1.RoleBinding {
 	rb := &rbacv1.RoleBinding{
 		TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -173,12 +191,41 @@ func newMonitoringRoleBinding(c *config.DeploymentConfig) *rbacv1.RoleBinding {
 			Namespace: c.Namespace,
 			Labels:    map[string]string{vocab.AppLabel: ""},
 		},
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: vocab.MonitoringRBACName},
-		Subjects: []rbacv1.Subject{{
-			Kind:      rbacv1.ServiceAccountKind,
-			Name:      account,
-			Namespace: ns,
-		}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: vocab.MonitoringRBACName},
+		Subjects: []rbacv1.Subject{monitorSubject(c)},
+	}
+	stage.Set(rb, stage.Monitoring, stage.ServiceMonitorsAPI, stage.MonitoringTarget)
+	return rb
+}
+
+// newMetricsReaderRole grants what the operator's metrics endpoint
+// authorizes (a SubjectAccessReview of get on the non-resource URL
+// /metrics).
+func newMetricsReaderRole() *rbacv1.ClusterRole {
+	role := &rbacv1.ClusterRole{
+		TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   vocab.MetricsReaderName,
+			Labels: map[string]string{vocab.AppLabel: ""},
+		},
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{vocab.MetricsPath}, Verbs: []string{"get"}}},
+	}
+	stage.Set(role, stage.Monitoring, stage.ServiceMonitorsAPI, stage.MonitoringTarget)
+	return role
+}
+
+// newMetricsReaderBinding binds virtop-metrics-reader to the same accounts
+// as kubevirt-monitoring (the plan replaces both subjects lists with the
+// Prometheus accounts it resolved).
+func newMetricsReaderBinding(c *config.DeploymentConfig) *rbacv1.ClusterRoleBinding {
+	rb := &rbacv1.ClusterRoleBinding{
+		TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   vocab.MetricsReaderName,
+			Labels: map[string]string{vocab.AppLabel: ""},
+		},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: vocab.MetricsReaderName},
+		Subjects: []rbacv1.Subject{monitorSubject(c)},
 	}
 	stage.Set(rb, stage.Monitoring, stage.ServiceMonitorsAPI, stage.MonitoringTarget)
 	return rb

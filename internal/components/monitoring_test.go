@@ -3,6 +3,7 @@ package components
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -59,6 +60,8 @@ func TestMonitoringObjects(t *testing.T) {
 		{"monitoring.coreos.com/v1", "PrometheusRule", "prometheus-kubevirt-rules", []stage.Gate{"api:monitoring.coreos.com/v1/prometheusrules"}},
 		{"rbac.authorization.k8s.io/v1", "Role", "kubevirt-monitoring", []stage.Gate{"api:monitoring.coreos.com/v1/servicemonitors", "monitoring:target"}},
 		{"rbac.authorization.k8s.io/v1", "RoleBinding", "kubevirt-monitoring", []stage.Gate{"api:monitoring.coreos.com/v1/servicemonitors", "monitoring:target"}},
+		{"rbac.authorization.k8s.io/v1", "ClusterRole", "virtop-metrics-reader", []stage.Gate{"api:monitoring.coreos.com/v1/servicemonitors", "monitoring:target"}},
+		{"rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "virtop-metrics-reader", []stage.Gate{"api:monitoring.coreos.com/v1/servicemonitors", "monitoring:target"}},
 		{"v1", "ConfigMap", "virtop-kubevirt-control-plane-dashboard", []stage.Gate{"monitoring:grafana-dashboards", "monitoring:target"}},
 	}
 	if len(objs) != len(wants) {
@@ -70,8 +73,12 @@ func TestMonitoringObjects(t *testing.T) {
 		if gvk.GroupVersion().String() != w.apiVersion || gvk.Kind != w.kind || o.GetName() != w.name {
 			t.Errorf("object %d: %s %s %s, want %s %s %s", i, gvk.GroupVersion(), gvk.Kind, o.GetName(), w.apiVersion, w.kind, w.name)
 		}
-		if o.GetNamespace() != "kv" {
-			t.Errorf("%s %s: namespace %q, want kv", w.kind, w.name, o.GetNamespace())
+		wantNS := "kv"
+		if strings.HasPrefix(w.kind, "Cluster") {
+			wantNS = ""
+		}
+		if o.GetNamespace() != wantNS {
+			t.Errorf("%s %s: namespace %q, want %q", w.kind, w.name, o.GetNamespace(), wantNS)
 		}
 		if s, err := stage.Of(o); err != nil || s != stage.Monitoring {
 			t.Errorf("%s %s: stage %q (%v), want monitoring", w.kind, w.name, s, err)
@@ -116,7 +123,10 @@ func TestMonitoringServiceMonitor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"port":"metrics","scheme":"https","honorLabels":true,"tlsConfig":{"ca":{},"cert":{},"insecureSkipVerify":true}}`
+	// Upstream's endpoint, plus the bearer token Prometheus sends to
+	// the operator's authenticated metrics endpoint
+	// (docs/upstream-differences.md).
+	want := `{"port":"metrics","scheme":"https","honorLabels":true,"bearerTokenFile":"/var/run/secrets/kubernetes.io/serviceaccount/token","tlsConfig":{"ca":{},"cert":{},"insecureSkipVerify":true}}`
 	if !jsonEqual(t, got, []byte(want)) {
 		t.Errorf("endpoint %s, want %s", got, want)
 	}

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,19 +16,22 @@ import (
 
 // PlaceMonitoring resolves the monitoring placement from the facts and
 // rewrites the planned monitoring objects accordingly: the ServiceMonitor
-// moves to the resolved namespace, the ServiceMonitor and PrometheusRule
-// get the labels the chosen Prometheus selects on, the PrometheusRule moves
-// when the install namespace is not selected, the RoleBinding's subjects
-// become the resolved accounts, and on OpenShift the install namespace gets
-// the label the platform Prometheus selects namespaces by; the Grafana
-// dashboard ConfigMap moves to the namespace of the dashboard sidecar
-// convention found. The objects are
-// the plan's own copies. It returns nil when no facts were gathered.
+// moves to the resolved namespace (without its bearer token file for a
+// Prometheus that refuses token files), the ServiceMonitor and
+// PrometheusRule get the labels the chosen Prometheus selects on, the
+// PrometheusRule moves when the install namespace is not selected, the
+// subjects of the RoleBinding kubevirt-monitoring and of the
+// ClusterRoleBinding virtop-metrics-reader become the resolved accounts,
+// and on OpenShift the install namespace gets the label the platform
+// Prometheus selects namespaces by; the Grafana dashboard ConfigMap moves
+// to the namespace of the dashboard sidecar convention found. The objects
+// are the plan's own copies. It returns nil when no facts were gathered.
 func PlaceMonitoring(p *Plan, in *placement.Input) *placement.Placement {
 	if in == nil {
 		return nil
 	}
-	var sm, rule, binding, dash client.Object
+	var sm, rule, dash client.Object
+	var bindings []client.Object
 	for _, o := range p.Objects {
 		kind := o.GetObjectKind().GroupVersionKind().Kind
 		switch {
@@ -35,8 +39,9 @@ func PlaceMonitoring(p *Plan, in *placement.Input) *placement.Placement {
 			sm = o
 		case kind == "PrometheusRule" && o.GetName() == vocab.PrometheusRuleName:
 			rule = o
-		case kind == "RoleBinding" && o.GetName() == vocab.MonitoringRBACName:
-			binding = o
+		case kind == "RoleBinding" && o.GetName() == vocab.MonitoringRBACName,
+			kind == "ClusterRoleBinding" && o.GetName() == vocab.MetricsReaderName:
+			bindings = append(bindings, o)
 		case kind == "ConfigMap" && o.GetName() == vocab.DashboardConfigMapName:
 			dash = o
 		}
@@ -52,13 +57,16 @@ func PlaceMonitoring(p *Plan, in *placement.Input) *placement.Placement {
 	if sm != nil && pl.ServiceMonitorNamespace != "" {
 		sm.SetNamespace(pl.ServiceMonitorNamespace)
 		sm.SetLabels(withLabels(sm.GetLabels(), pl.Labels))
+		if pl.NoTokenFile {
+			dropTokenFile(sm)
+		}
 	}
 	if rule != nil && pl.RuleNamespace != "" {
 		rule.SetNamespace(pl.RuleNamespace)
 		rule.SetLabels(withLabels(rule.GetLabels(), pl.RuleLabels))
 	}
-	if binding != nil {
-		setSubjects(binding, pl.Subjects)
+	for _, b := range bindings {
+		setSubjects(b, pl.Subjects)
 	}
 	// The Grafana dashboard goes where a dashboard sidecar convention is
 	// (its gate passed, so there is one).
@@ -69,6 +77,28 @@ func PlaceMonitoring(p *Plan, in *placement.Input) *placement.Placement {
 		p.Objects = append(p.Objects, namespaceLabels(in.InstallNamespace, pl.InstallNamespaceLabels))
 	}
 	return &pl
+}
+
+// dropTokenFile removes the bearer token file of the ServiceMonitor's
+// endpoints, for a Prometheus that would refuse the whole ServiceMonitor
+// for it.
+func dropTokenFile(o client.Object) {
+	switch sm := o.(type) {
+	case *monitoringv1.ServiceMonitor:
+		for i := range sm.Spec.Endpoints {
+			sm.Spec.Endpoints[i].BearerTokenFile = "" //nolint:staticcheck // the field prometheus-operator still reads
+		}
+	case *unstructured.Unstructured:
+		eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		for _, e := range eps {
+			if m, ok := e.(map[string]interface{}); ok {
+				delete(m, "bearerTokenFile")
+			}
+		}
+		if eps != nil {
+			_ = unstructured.SetNestedSlice(sm.Object, eps, "spec", "endpoints")
+		}
+	}
 }
 
 func withLabels(have, add map[string]string) map[string]string {
@@ -85,6 +115,8 @@ func withLabels(have, add map[string]string) map[string]string {
 func setSubjects(o client.Object, subjects []rbacv1.Subject) {
 	switch rb := o.(type) {
 	case *rbacv1.RoleBinding:
+		rb.Subjects = append([]rbacv1.Subject(nil), subjects...)
+	case *rbacv1.ClusterRoleBinding:
 		rb.Subjects = append([]rbacv1.Subject(nil), subjects...)
 	case *unstructured.Unstructured:
 		if len(subjects) == 0 {

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func generate(t *testing.T) (*strategy.Strategy, *config.DeploymentConfig) {
@@ -59,6 +61,51 @@ func monitoringObjects(p *Plan) (sm *monitoringv1.ServiceMonitor, pr *monitoring
 	return
 }
 
+func metricsReaderBinding(p *Plan) *rbacv1.ClusterRoleBinding {
+	for _, o := range p.Objects {
+		if crb, ok := o.(*rbacv1.ClusterRoleBinding); ok && crb.Name == vocab.MetricsReaderName {
+			return crb
+		}
+	}
+	return nil
+}
+
+// TestPlaceMonitoringTokenFileDenied: a Prometheus with
+// arbitraryFSAccessThroughSMs.deny refuses a ServiceMonitor that names a
+// bearer token file (all of it, every component's targets with it), so the
+// ServiceMonitor placed for it names none, and the condition says what
+// that costs.
+func TestPlaceMonitoringTokenFileDenied(t *testing.T) {
+	s, cfg := generate(t)
+	in := &placement.Input{
+		InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+		Namespaces: map[string]map[string]string{"kubevirt": {}, "monitoring": {}},
+		Prometheuses: []placement.PrometheusInfo{{
+			Namespace: "monitoring", Name: "k8s", CreationTimestamp: time.Unix(0, 0), ServiceAccountName: "prometheus-k8s",
+			ServiceMonitorSelector: &metav1.LabelSelector{}, ServiceMonitorNamespaceSelector: &metav1.LabelSelector{},
+			RuleSelector: &metav1.LabelSelector{}, RuleNamespaceSelector: &metav1.LabelSelector{},
+			DeniesTokenFile: true,
+		}},
+	}
+	p := build(t, s, cfg, Capabilities{APIs: allAPIs(), Nodes: 1, Monitoring: in})
+	sm, _, _, _ := monitoringObjects(p)
+	if sm == nil {
+		t.Fatal("no ServiceMonitor planned")
+	}
+	if got := sm.Spec.Endpoints[0].BearerTokenFile; got != "" { //nolint:staticcheck // the field prometheus-operator reads
+		t.Errorf("ServiceMonitor for a Prometheus that denies token files names %q", got)
+	}
+	if p.Monitoring == nil || !strings.Contains(p.Monitoring.Message, "arbitraryFSAccessThroughSMs") || !strings.Contains(p.Monitoring.Message, "--metrics-auth=false") {
+		t.Errorf("the condition does not say why the operator's metrics go unscraped: %+v", p.Monitoring)
+	}
+	// The strategy's own ServiceMonitor keeps it.
+	for _, o := range s.Objects {
+		if x, ok := o.(*monitoringv1.ServiceMonitor); ok && x.Spec.Endpoints[0].BearerTokenFile == "" { //nolint:staticcheck // the field prometheus-operator reads
+			t.Error("the strategy's ServiceMonitor was modified")
+		}
+	}
+}
+
 func allAPIs() map[string]bool {
 	return map[string]bool{
 		"monitoring.coreos.com/v1/servicemonitors":            true,
@@ -98,6 +145,14 @@ func TestPlaceMonitoringKubePrometheusStack(t *testing.T) {
 	want := []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "observability", Name: "kps-kube-prometheus-prometheus"}}
 	if !reflect.DeepEqual(rb.Subjects, want) {
 		t.Errorf("subjects %v", rb.Subjects)
+	}
+	// The same account may read the operator's metrics, and the
+	// ServiceMonitor sends its token.
+	if crb := metricsReaderBinding(p); crb == nil || !reflect.DeepEqual(crb.Subjects, want) {
+		t.Errorf("ClusterRoleBinding virtop-metrics-reader %+v, want subjects %v", crb, want)
+	}
+	if got := sm.Spec.Endpoints[0].BearerTokenFile; got != vocab.ServiceAccountTokenFile { //nolint:staticcheck // the field prometheus-operator reads
+		t.Errorf("ServiceMonitor token file %q, want %s", got, vocab.ServiceAccountTokenFile)
 	}
 	if ns != nil {
 		t.Errorf("no namespace label off OpenShift, got %v", ns.Labels)

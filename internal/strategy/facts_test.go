@@ -28,10 +28,14 @@ var v153Objects = map[string][]string{
 		"instancetype.kubevirt.io:view", "kubevirt-apiserver", "kubevirt-controller", "kubevirt-exportproxy",
 		"kubevirt-handler", "kubevirt.io:admin", "kubevirt.io:default", "kubevirt.io:edit", "kubevirt.io:migrate",
 		"kubevirt.io:view",
+		// virtop's: Prometheus's access to the operator's metrics
+		// (docs/upstream-differences.md).
+		"virtop-metrics-reader",
 	},
 	"ClusterRoleBinding": {
 		"instancetype.kubevirt.io:view", "kubevirt-apiserver", "kubevirt-apiserver-auth-delegator",
 		"kubevirt-controller", "kubevirt-exportproxy", "kubevirt-handler", "kubevirt.io:default",
+		"virtop-metrics-reader",
 	},
 	"Role":        {"kubevirt-apiserver", "kubevirt-controller", "kubevirt-exportproxy", "kubevirt-handler", "kubevirt-monitoring"},
 	"RoleBinding": {"kubevirt-apiserver", "kubevirt-controller", "kubevirt-exportproxy", "kubevirt-handler", "kubevirt-monitoring"},

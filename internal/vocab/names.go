@@ -91,4 +91,14 @@ const (
 	// DashboardConfigMapName names the ConfigMap that ships virtop's
 	// Grafana dashboard of the KubeVirt control plane (not upstream's).
 	DashboardConfigMapName = "virtop-kubevirt-control-plane-dashboard"
+	// MetricsReaderName names the ClusterRole (get on the non-resource URL
+	// /metrics) and ClusterRoleBinding that let the Prometheus found read
+	// the operator's metrics, which it serves only to callers the API
+	// server authenticates and authorizes (not upstream's).
+	MetricsReaderName = "virtop-metrics-reader"
+	// MetricsPath is the path every component serves its metrics on.
+	MetricsPath = "/metrics"
+	// ServiceAccountTokenFile is where a pod's ServiceAccount token is
+	// mounted; the ServiceMonitor has Prometheus send its own.
+	ServiceAccountTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 )

@@ -98,6 +98,10 @@ type PrometheusInfo struct {
 	// IgnoreNamespaceSelectors limits each ServiceMonitor to targets in its
 	// own namespace.
 	IgnoreNamespaceSelectors bool
+	// DeniesTokenFile: spec.arbitraryFSAccessThroughSMs.deny; such a
+	// Prometheus refuses a ServiceMonitor whose endpoint names a
+	// bearerTokenFile, the whole ServiceMonitor.
+	DeniesTokenFile bool
 }
 
 // FromPrometheus extracts the PrometheusInfo of a resource.
@@ -116,6 +120,7 @@ func FromPrometheus(p *monitoringv1.Prometheus) PrometheusInfo {
 		RuleSelector:                    p.Spec.RuleSelector.DeepCopy(),
 		RuleNamespaceSelector:           p.Spec.RuleNamespaceSelector.DeepCopy(),
 		IgnoreNamespaceSelectors:        p.Spec.IgnoreNamespaceSelectors,
+		DeniesTokenFile:                 p.Spec.ArbitraryFSAccessThroughSMs.Deny,
 	}
 }
 
@@ -191,6 +196,10 @@ type Placement struct {
 	DashboardNamespace string
 	// Prometheus is the chosen Prometheus, "namespace/name", if any.
 	Prometheus string
+	// NoTokenFile: the chosen Prometheus refuses ServiceMonitors that name
+	// a bearer token file, so the ServiceMonitor's endpoint must name none
+	// (and the operator's authenticated metrics are not scraped).
+	NoTokenFile bool
 	// Selected is true when the chosen Prometheus selects both objects.
 	Selected bool
 	// Reason is one of the Reason constants; Message says what was decided
@@ -404,6 +413,7 @@ func Resolve(in Input, objs Objects) Placement {
 		}
 		out.InstallNamespaceLabels = chosen.installNSLabels
 		out.Selected = chosen.smOK && chosen.ruleOK
+		out.NoTokenFile = chosen.prom.DeniesTokenFile
 	case userSM != "":
 		out.ServiceMonitorNamespace = userSM
 	default:
@@ -479,6 +489,10 @@ func Resolve(in Input, objs Objects) Placement {
 		if note := r.untrustedNote(untrusted, userSM); note != "" {
 			out.Message += ". " + note
 		}
+	}
+	if out.NoTokenFile && out.ServiceMonitorNamespace != "" {
+		out.Message += fmt.Sprintf(". Prometheus %s refuses token files in ServiceMonitors (spec.arbitraryFSAccessThroughSMs.deny), so the ServiceMonitor sends no token: "+
+			"virt-operator's metrics answer it 401 unless the operator runs with --metrics-auth=false", out.Prometheus)
 	}
 	return out
 }
