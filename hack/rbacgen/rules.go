@@ -63,6 +63,10 @@ var ownClusterRules = []ownRule{
 		rule("", []string{"nodes"}, "get", "list", "watch")},
 	{"The dump-install-strategy Job (versions outside the catalog) carries the managed-by label and is watched cluster-wide like every managed kind.",
 		rule("batch", []string{"jobs"}, "get", "list", "watch", "create", "delete")},
+	{"The metrics endpoint serves only callers the API server authenticates (TokenReview of their bearer token) and authorizes (SubjectAccessReview of get on /metrics); --metrics-auth=false drops the need.",
+		rule("authentication.k8s.io", []string{"tokenreviews"}, "create")},
+	{"The metrics endpoint's authorization of each caller (see tokenreviews).",
+		rule("authorization.k8s.io", []string{"subjectaccessreviews"}, "create")},
 }
 
 // ownNamespacedRules are what the operator does in its install namespace

@@ -8,15 +8,17 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func init() { register(newOperatorCommand) }
 
 func newOperatorCommand() *cobra.Command {
 	var (
-		opts    operator.Options
-		kube    *clusterFlags
-		zapOpts zap.Options
+		opts        operator.Options
+		kube        *clusterFlags
+		zapOpts     zap.Options
+		metricsAuth bool
 	)
 	cmd := &cobra.Command{
 		Use:   "operator",
@@ -40,6 +42,7 @@ In a cluster it runs as the Deployment virt-operator; on a local cluster
 				return err
 			}
 			opts.Namespace = kube.Namespace()
+			opts.MetricsAuthDisabled = !metricsAuth
 			restCfg.UserAgent = "virtop"
 			// The client's default limits (5 QPS) make a fresh install of
 			// ~200 objects take minutes; these stay polite to the server.
@@ -58,6 +61,8 @@ In a cluster it runs as the Deployment virt-operator; on a local cluster
 	// reconcile, with the same field manager.
 	fs.BoolVar(&opts.LeaderElect, "leader-elect", true, "elect a leader among operator replicas (Lease virt-operator); =false only for a single process")
 	fs.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8443", "address of the HTTPS metrics endpoint; 0 disables it")
+	fs.BoolVar(&metricsAuth, "metrics-auth", true, "serve metrics only to callers the API server authenticates and authorizes for get on /metrics "+
+		"(ClusterRole "+vocab.MetricsReaderName+", bound to the Prometheus found); =false serves them to anyone who reaches the port, as upstream's virt-operator does")
 	fs.StringVar(&opts.PprofBindAddress, "pprof-bind-address", "", "address of net/http/pprof for profiling; empty disables it")
 	fs.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; 0 disables them")
 	fs.DurationVar(&opts.PassTimeout, "pass-timeout", operator.DefaultPassTimeout, "bound of one reconcile pass; a step still running then fails the pass (Degraded, reason PassTimedOut) and the next pass starts afresh")

@@ -34,7 +34,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -60,9 +59,14 @@ import (
 
 // Options are the operator's settings (the flags of `virtop operator`).
 type Options struct {
-	Namespace              string
-	LeaderElect            bool
-	MetricsBindAddress     string
+	Namespace          string
+	LeaderElect        bool
+	MetricsBindAddress string
+	// MetricsAuthDisabled serves the metrics endpoint to anyone who
+	// reaches it, as upstream's virt-operator does; by default a caller
+	// needs a token the API server authenticates and authorizes for get on
+	// /metrics (metricsOptions).
+	MetricsAuthDisabled    bool
 	HealthProbeBindAddress string
 	// PprofBindAddress serves net/http/pprof when set (empty or "0":
 	// off); for profiling, never exposed by the manifests.
@@ -188,7 +192,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject:         byObject,
 		},
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress, SecureServing: opts.MetricsBindAddress != "0"},
+		Metrics:                       metricsOptions(opts),
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
 		PprofBindAddress:              opts.PprofBindAddress,
 		LeaderElection:                opts.LeaderElect,
