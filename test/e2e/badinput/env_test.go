@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -22,7 +21,7 @@ const installVersion = "v1.5.0"
 // operator is the operator under test with its metrics address.
 type operator struct {
 	*framework.Process
-	metrics string
+	metrics framework.Metrics
 }
 
 // startOperator starts the built operator as a host process with its
@@ -33,13 +32,10 @@ func startOperator(t *testing.T, env *framework.Env, extra ...string) *operator 
 	if !env.OperatorBuilt() {
 		t.Fatal("the virtop binary has no operator command")
 	}
-	addr, err := devcluster.FreeLoopbackAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := append(framework.HostOperatorArgs(t), "--metrics-bind-address", addr)
+	metrics := env.MetricsEndpoint(t)
+	args := append(framework.HostOperatorArgs(t), metrics.Args()...)
 	args = append(args, extra...)
-	return &operator{Process: env.Operator(t, args...).Start(), metrics: addr}
+	return &operator{Process: env.Operator(t, args...).Start(), metrics: metrics}
 }
 
 // alive fails the test if the operator ever exited on its own.

@@ -161,11 +161,8 @@ func TestBench(t *testing.T) {
 	t.Logf("machine: %s", machine())
 
 	c := env.Client(t)
-	metricsAddr, err := devcluster.FreeLoopbackAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	opArgs := append(framework.HostOperatorArgs(t), "--metrics-bind-address", metricsAddr)
+	metricsAddr := env.MetricsEndpoint(t)
+	opArgs := append(framework.HostOperatorArgs(t), metricsAddr.Args()...)
 	op := env.Operator(t, opArgs...).Start()
 	startup := framework.MustScrape(t, metricsAddr)
 	verbs, _, _ := startup.Delta(nil)
@@ -208,7 +205,7 @@ func TestBench(t *testing.T) {
 // installTimed creates the KubeVirt resource and returns the time from its
 // creation to Available (and not Progressing) with the requests the
 // operator sent meanwhile.
-func installTimed(t *testing.T, c client.Client, metricsAddr string, nodes int) (time.Duration, float64) {
+func installTimed(t *testing.T, c client.Client, metricsAddr framework.Metrics, nodes int) (time.Duration, float64) {
 	t.Helper()
 	kv := framework.NewKubeVirt(t, "")
 	before := framework.MustScrape(t, metricsAddr)
@@ -372,7 +369,7 @@ func removeMonitoringStack(t *testing.T, c client.Client) {
 // idleMinutes counts the operator's API requests over d with the control
 // plane installed and nothing changing: by verb, per minute, and the
 // writes (target 0).
-func idleMinutes(t *testing.T, metricsAddr string, d time.Duration, nodes int) {
+func idleMinutes(t *testing.T, metricsAddr framework.Metrics, d time.Duration, nodes int) {
 	t.Helper()
 	// Let the install's last events settle.
 	time.Sleep(15 * time.Second)

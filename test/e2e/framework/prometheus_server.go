@@ -2,9 +2,11 @@ package framework
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/model"
 
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
@@ -105,7 +109,7 @@ func formatLabels(m map[string]string) string {
 	return "{" + strings.Join(parts, ",") + "}"
 }
 
-// StartPrometheus backfills a TSDB from openMetrics with promtool, writes
+// StartPrometheus backfills a TSDB from openMetrics (if any) with promtool, writes
 // ruleFiles (file name -> content) and a configuration that loads them and
 // scrapes nothing, starts prometheus on a free loopback port and waits
 // until it is ready. It is stopped when the test ends.
@@ -122,6 +126,11 @@ type PrometheusOptions struct {
 	Netns string
 	// Addr is its listen address (host:port), reachable from the test.
 	Addr string
+	// ScrapeConfigs are entries of scrape_configs (YAML, a list at column
+	// 0); scraped every ScrapeInterval (default 2s). None: it scrapes
+	// nothing.
+	ScrapeConfigs  string
+	ScrapeInterval time.Duration
 }
 
 // StartPrometheusWith is StartPrometheus with the server placed by o.
@@ -130,21 +139,35 @@ func (e *Env) StartPrometheusWith(t testing.TB, openMetrics string, ruleFiles ma
 	promBin, promtool := PrometheusBinaries(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	input := filepath.Join(dir, "series.om")
-	if err := os.WriteFile(input, []byte(openMetrics), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	start := time.Now()
-	out, err := exec.CommandContext(ctx, promtool, "tsdb", "create-blocks-from", "openmetrics", input, data).CombinedOutput()
-	if err != nil {
-		t.Fatalf("promtool tsdb create-blocks-from openmetrics: %v\n%s", err, out)
+	// An empty openMetrics: nothing to backfill (a Prometheus that only
+	// scrapes).
+	if openMetrics != "" {
+		input := filepath.Join(dir, "series.om")
+		if err := os.WriteFile(input, []byte(openMetrics), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		out, err := exec.CommandContext(ctx, promtool, "tsdb", "create-blocks-from", "openmetrics", input, data).CombinedOutput()
+		if err != nil {
+			t.Fatalf("promtool tsdb create-blocks-from openmetrics: %v\n%s", err, out)
+		}
+		t.Logf("MEASURE promtool backfill of %d bytes: %s", len(openMetrics), time.Since(start).Round(time.Millisecond))
 	}
-	t.Logf("MEASURE promtool backfill of %d bytes: %s", len(openMetrics), time.Since(start).Round(time.Millisecond))
 
 	var cfg strings.Builder
 	cfg.WriteString("global:\n  evaluation_interval: 5s\n")
+	if o.ScrapeConfigs != "" {
+		interval := o.ScrapeInterval
+		if interval == 0 {
+			interval = 2 * time.Second
+		}
+		fmt.Fprintf(&cfg, "  scrape_interval: %s\nscrape_configs:\n", model.Duration(interval))
+		for _, line := range strings.Split(strings.TrimRight(o.ScrapeConfigs, "\n"), "\n") {
+			cfg.WriteString("  " + line + "\n")
+		}
+	}
 	if len(ruleFiles) > 0 {
 		cfg.WriteString("rule_files:\n")
 		names := make([]string, 0, len(ruleFiles))
@@ -164,7 +187,7 @@ func (e *Env) StartPrometheusWith(t testing.TB, openMetrics string, ruleFiles ma
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if len(ruleFiles) > 0 {
+	if len(ruleFiles) > 0 || o.ScrapeConfigs != "" {
 		// Fail here, with promtool's message, rather than with a
 		// Prometheus that exits at start.
 		if out, err := exec.CommandContext(ctx, promtool, "check", "config", cfgPath).CombinedOutput(); err != nil {
@@ -248,4 +271,44 @@ func (s *PrometheusServer) waitReady(t testing.TB, p *Process) bool {
 		return true, nil
 	})
 	return ready
+}
+
+// Query runs an instant query and returns the samples' values by the
+// label named by, "" when the sample lacks it.
+func (s *PrometheusServer) Query(ctx context.Context, query, by string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/api/v1/query?query="+url.QueryEscape(query), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, fmt.Errorf("query %s: %s: %w", query, resp.Status, err)
+	}
+	if out.Status != "success" {
+		return nil, fmt.Errorf("query %s: %s", query, out.Error)
+	}
+	vals := map[string]float64{}
+	for _, r := range out.Data.Result {
+		str, _ := r.Value[1].(string)
+		v, err := strconv.ParseFloat(str, 64)
+		if err != nil {
+			return nil, fmt.Errorf("query %s: value %v: %w", query, r.Value[1], err)
+		}
+		vals[r.Metric[by]] = v
+	}
+	return vals, nil
 }

@@ -4,10 +4,7 @@ package long
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"io"
-	"net/http"
 	"regexp"
 	"slices"
 	"sort"
@@ -29,7 +26,6 @@ import (
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
-	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
@@ -425,19 +421,16 @@ func (s *suite) kubeVirtEvents(ctx context.Context, reason string) ([]string, er
 // address and waits until its first reconcile of the KubeVirt resource
 // ended without error (controller_runtime_reconcile_total), so what the test does
 // next meets an operator that has resolved and cached the strategy. It
-// returns the process and the metrics address.
-func (s *suite) startSettledOperator() (*framework.Process, string) {
+// returns the process and its metrics endpoint.
+func (s *suite) startSettledOperator() (*framework.Process, framework.Metrics) {
 	s.t.Helper()
-	addr, err := devcluster.FreeLoopbackAddr()
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	op := s.operator("--metrics-bind-address", addr).Start()
+	metrics := s.env.MetricsEndpoint(s.t)
+	op := s.operator(metrics.Args()...).Start()
 	poll.Eventually(s.t, "the operator's first reconcile without error", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		n, err := scrapeReconciles(ctx, addr)
+		n, err := scrapeReconciles(ctx, metrics)
 		return err == nil && n >= 1, fmt.Errorf("reconciles without error: %g (%v)", n, err)
 	})
-	return op, addr
+	return op, metrics
 }
 
 // reconcileDone matches the reconciles that ended without error (a pass
@@ -445,22 +438,9 @@ func (s *suite) startSettledOperator() (*framework.Process, string) {
 var reconcileDone = regexp.MustCompile(`^controller_runtime_reconcile_total\{[^}]*controller="kubevirt"[^}]*result="(success|requeue|requeue_after)"[^}]*\} ([0-9.e+]+)$`)
 
 // scrapeReconciles reads how many reconciles of the kubevirt controller
-// ended without error from the operator's metrics endpoint (self-signed
-// HTTPS).
-func scrapeReconciles(ctx context.Context, addr string) (float64, error) {
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the operator's self-signed metrics certificate
-	}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+// ended without error from the operator's metrics endpoint.
+func scrapeReconciles(ctx context.Context, metrics framework.Metrics) (float64, error) {
+	body, err := metrics.Get(ctx)
 	if err != nil {
 		return 0, err
 	}

@@ -115,11 +115,8 @@ func (s *suite) cordon(on bool) {
 func TestEtcdRestartedWhileIdle(t *testing.T) {
 	s := newSuite(t)
 	s.ensureInstalled(fromVersion)
-	metrics, err := devcluster.FreeLoopbackAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	op := s.operator("--metrics-bind-address", metrics).Start()
+	metrics := s.env.MetricsEndpoint(t)
+	op := s.operator(metrics.Args()...).Start()
 	s.converged(fromVersion)
 	s.settle(metrics)
 	availBefore := framework.KVCondition(s.mustKubeVirt(), kvv1.KubeVirtConditionAvailable)
@@ -163,7 +160,7 @@ func TestEtcdRestartedWhileIdle(t *testing.T) {
 }
 
 // settle waits until the operator has gone 10 seconds without a write.
-func (s *suite) settle(metrics string) {
+func (s *suite) settle(metrics framework.Metrics) {
 	s.t.Helper()
 	prev := framework.MustScrape(s.t, metrics)
 	poll.Eventually(s.t, "the operator to stop writing", 2*time.Minute, func(ctx context.Context) (bool, error) {

@@ -2,6 +2,7 @@ package monitoring
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -30,9 +31,12 @@ import (
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
 	"go.yaml.in/yaml/v2"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
@@ -98,7 +102,9 @@ func TestPrometheusOperatorScrapesVirtop(t *testing.T) {
 	poStart := time.Now()
 	startPrometheusOperator(t, env, opBin)
 
-	op := env.Operator(t, framework.HostOperatorArgs(t)...).Start()
+	// The operator serves its metrics (authenticated) on a loopback port.
+	metricsAddr := env.MetricsEndpoint(t).Addr
+	op := env.Operator(t, append(framework.HostOperatorArgs(t), "--metrics-bind-address", metricsAddr)...).Start()
 	kv := framework.NewKubeVirt(t, "v1.5.3")
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
@@ -172,6 +178,8 @@ func TestPrometheusOperatorScrapesVirtop(t *testing.T) {
 		return groups != nil, fmt.Errorf("no rule file of PrometheusRule %s/%s", rule.Namespace, rule.Name)
 	})
 	compareRuleGroups(t, rule, groups)
+
+	checkOperatorScraped(t, env, c, sc, metricsAddr)
 
 	// The negative: a Prometheus whose selectors match nothing of virtop's.
 	// Created after virtop placed its objects, so virtop keeps choosing
@@ -357,6 +365,14 @@ type scrapeConfig struct {
 	TLSConfig   struct {
 		InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
 	} `yaml:"tls_config"`
+	// The bearer token Prometheus sends, as prometheus-operator writes a
+	// ServiceMonitor's bearerTokenFile (authorization.credentials_file;
+	// bearer_token_file in older releases).
+	BearerTokenFile string `yaml:"bearer_token_file"`
+	Authorization   struct {
+		Type            string `yaml:"type"`
+		CredentialsFile string `yaml:"credentials_file"`
+	} `yaml:"authorization"`
 	KubernetesSDConfigs []*kubernetes.SDConfig `yaml:"kubernetes_sd_configs"`
 	RelabelConfigs      []*relabel.Config      `yaml:"relabel_configs"`
 	// discoveryKeys are the job's *_sd_configs and static_configs keys
@@ -459,6 +475,12 @@ func checkScrapeConfig(t *testing.T, sc *scrapeConfig, sm *monitoringv1.ServiceM
 	}
 	if !sc.TLSConfig.InsecureSkipVerify {
 		t.Errorf("job %s verifies the components' certificates (signed by KubeVirt's own CA)", sc.JobName)
+	}
+	// The operator's metrics need an authenticated, authorized caller:
+	// Prometheus sends its own ServiceAccount token.
+	if tokenFile := cmp.Or(sc.Authorization.CredentialsFile, sc.BearerTokenFile); tokenFile != vocab.ServiceAccountTokenFile ||
+		(sc.Authorization.Type != "" && sc.Authorization.Type != "Bearer") {
+		t.Errorf("job %s sends token file %q (authorization type %q), want %s as a bearer token", sc.JobName, tokenFile, sc.Authorization.Type, vocab.ServiceAccountTokenFile)
 	}
 	portLabel := "__meta_kubernetes_endpoint_port_name"
 	if k.Role == kubernetes.RoleEndpointSlice {
@@ -674,4 +696,57 @@ func withoutMeta(ls labels.Labels) labels.Labels {
 		}
 	})
 	return b.Labels()
+}
+
+// checkOperatorScraped runs a real Prometheus (Debian's package) that
+// scrapes the host operator's metrics endpoint as the generated job does
+// (https, certificate unverified) with the token of the Prometheus's
+// ServiceAccount in the file the job names: the token a pod of that
+// Prometheus would send. It is let in only through the ClusterRoleBinding
+// virtop-metrics-reader the operator made for that account: up is 1 and
+// virtop's metrics are stored. The same scrape without a token is refused
+// (up 0).
+func checkOperatorScraped(t *testing.T, env *framework.Env, c client.Client, sc *scrapeConfig, metricsAddr string) {
+	t.Helper()
+	ctx := context.Background()
+	account := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: devcluster.MonitoringNamespace, Name: devcluster.PrometheusName}
+	crb := &rbacv1.ClusterRoleBinding{}
+	poll.Eventually(t, "ClusterRoleBinding "+vocab.MetricsReaderName+" to name the Prometheus's account", time.Minute, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKey{Name: vocab.MetricsReaderName}, crb); err != nil {
+			return false, err
+		}
+		return slices.Contains(crb.Subjects, account), fmt.Errorf("subjects %v, want %v", crb.Subjects, account)
+	})
+	tr, err := env.Kube.CoreV1().ServiceAccounts(account.Namespace).CreateToken(ctx, account.Name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a token of %s/%s (the Prometheus pods' account): %v", account.Namespace, account.Name, err)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(tr.Status.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	job := func(name, auth string) string {
+		return fmt.Sprintf("- job_name: %s\n  scheme: %s\n  tls_config:\n    insecure_skip_verify: %t\n%s  static_configs:\n  - targets: [%q]\n",
+			name, sc.Scheme, sc.TLSConfig.InsecureSkipVerify, auth, metricsAddr)
+	}
+	prom := env.StartPrometheusWith(t, "", nil, framework.PrometheusOptions{
+		ScrapeConfigs: job("virt-operator", fmt.Sprintf("  authorization:\n    credentials_file: %s\n", tokenFile)) + job("anonymous", ""),
+	})
+	poll.Eventually(t, "Prometheus to scrape the operator with the account's token, and be refused without one", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		up, err := prom.Query(ctx, "up", "job")
+		if err != nil {
+			return false, err
+		}
+		stored, err := prom.Query(ctx, `count(virtop_api_requests_total{job="virt-operator"})`, "")
+		if err != nil {
+			return false, err
+		}
+		v, seenWith := up["virt-operator"]
+		w, seenWithout := up["anonymous"]
+		ok := seenWith && seenWithout && v == 1 && w == 0 && stored[""] > 0
+		return ok, fmt.Errorf("up with the token %v (seen %t), without %v (seen %t); virtop_api_requests_total series stored: %v", v, seenWith, w, seenWithout, stored[""])
+	})
+	t.Logf("a real Prometheus scrapes the operator with %s/%s's token (bound by %s), and is refused without a token", account.Namespace, account.Name, vocab.MetricsReaderName)
 }
