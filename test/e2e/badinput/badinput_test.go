@@ -2,11 +2,14 @@ package badinput
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -194,6 +197,42 @@ func (b *bench) tenantCopiesKept(t *testing.T, after map[string]string) {
 	}
 }
 
+// strangerScrapes reads the operator's metrics as callers it must refuse:
+// with no token and with 2000 distinct forged ones (401: the API server
+// authenticates none), and with the token of a ServiceAccount nothing
+// authorizes for get on /metrics (403). None gets a metric.
+func (b *bench) strangerScrapes(t *testing.T) error {
+	ctx := context.Background()
+	ns := b.env.Namespace(t, "stranger")
+	if err := b.c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stranger"}}); err != nil {
+		return err
+	}
+	tr, err := b.env.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "stranger", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	expect := func(token string, code int) error {
+		_, err := framework.GetMetrics(ctx, b.op.metrics.Addr, token)
+		var se *framework.MetricsStatusError
+		if !errors.As(err, &se) || se.Code != code {
+			return fmt.Errorf("GET /metrics with token %.12q: %v, want status %d", token, err, code)
+		}
+		return nil
+	}
+	if err := expect("", http.StatusUnauthorized); err != nil {
+		return err
+	}
+	if err := expect(tr.Status.Token, http.StatusForbidden); err != nil {
+		return err
+	}
+	for i := 0; i < 2000; i++ {
+		if err := expect(fmt.Sprintf("forged-%d", i), http.StatusUnauthorized); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // tenantCopies are what a tenant labels app.kubernetes.io/managed-by:
 // virtop in a namespace of their own: a large ConfigMap, a Secret, and a
 // kubectl copy of the CA bundle kept as a backup. b.tenant keys them as
@@ -276,6 +315,8 @@ func (b *bench) input(t *testing.T, bc badCase) error {
 		return err
 	case "tenantCopies":
 		return b.tenantCopies(t)
+	case "strangerScrapes":
+		return b.strangerScrapes(t)
 	case "monUnknownAlert", "monUnknownParam", "monBadExpr", "monBadLabel":
 		m := &v1alpha1.KubeVirtMonitoring{ObjectMeta: metav1.ObjectMeta{Namespace: framework.KubeVirtKey.Namespace, Name: "bad-tuning"}}
 		switch bc.action {

@@ -227,6 +227,8 @@ func badInputs(good *kvv1.KubeVirt) []badCase {
 			want: notServed, by: byOperator, field: "operator's namespace"},
 		{name: "a tenant labels a large ConfigMap, a Secret and a copy of kubevirt-ca as virtop's in their own namespace", action: "tenantCopies",
 			want: ignored, by: byOperator},
+		{name: "anyone reads the operator's metrics: no token, a ServiceAccount's token without get on /metrics, 2000 forged tokens", action: "strangerScrapes",
+			want: ignored, by: byOperator},
 		{name: "KubeVirtMonitoring: unknown alert", action: "monUnknownAlert",
 			want: monCondition, by: byOperator, field: "spec.alerts[NoSuchAlert].name"},
 		{name: "KubeVirtMonitoring: unknown parameter", action: "monUnknownParam",
