@@ -268,6 +268,35 @@ func TestVerdicts(t *testing.T) {
 			checkName: "monitoring/rbac", checkState: Warn, evidence: []string{"PR #19041"},
 		},
 		{
+			name: "virtop's operator authenticates its metrics and the Prometheus may not get /metrics", want: Degraded,
+			mutate: func(f *Facts) {
+				virtopOperator(f, "--metrics-bind-address=:8443")
+				f.ClusterRoles = []rbacv1.ClusterRole{metricsReaderRole()}
+			},
+			checkName: "monitoring/rbac", checkState: Warn, evidence: []string{"may not get /metrics", "virtop-metrics-reader"},
+		},
+		{
+			name: "virtop's operator authenticates its metrics and the Prometheus is bound to virtop-metrics-reader", want: Healthy,
+			mutate: func(f *Facts) {
+				virtopOperator(f, "--metrics-bind-address=:8443")
+				f.ClusterRoles = []rbacv1.ClusterRole{metricsReaderRole()}
+				f.ClusterRoleBindings = []rbacv1.ClusterRoleBinding{{
+					ObjectMeta: metav1.ObjectMeta{Name: "virtop-metrics-reader"},
+					RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "virtop-metrics-reader"},
+					Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: monNS, Name: promSAName}},
+				}}
+			},
+			checkName: "monitoring/rbac", checkState: OK,
+		},
+		{
+			name: "virtop's operator with --metrics-auth=false needs no /metrics grant", want: Healthy,
+			mutate: func(f *Facts) {
+				virtopOperator(f, "--metrics-bind-address=:8443", "--metrics-auth=false")
+				f.ClusterRoles = []rbacv1.ClusterRole{metricsReaderRole()}
+			},
+			checkName: "monitoring/rbac", checkState: OK,
+		},
+		{
 			name: "RBAC bound to another ServiceAccount", want: MonitoringArtefact,
 			mutate:    func(f *Facts) { f.RoleBindings = []rbacv1.RoleBinding{monitoringRoleBinding(monNS, "prometheus-kps")} },
 			checkName: "monitoring/rbac", checkState: Fail,

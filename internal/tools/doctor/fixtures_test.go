@@ -192,3 +192,23 @@ func monitoringRoleBinding(saNS, sa string) rbacv1.RoleBinding {
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: saNS}},
 	}
 }
+
+// virtopOperator makes the fixture's Deployment virt-operator run virtop's
+// operator with args.
+func virtopOperator(f *Facts, args ...string) {
+	for i := range f.Deployments {
+		if f.Deployments[i].Name == "virt-operator" {
+			f.Deployments[i].Spec.Template.Spec.Containers = []corev1.Container{{
+				Name: "virt-operator", Args: append([]string{"operator", "--namespace=$(POD_NAMESPACE)"}, args...),
+			}}
+		}
+	}
+}
+
+// metricsReaderRole is virtop's ClusterRole virtop-metrics-reader.
+func metricsReaderRole() rbacv1.ClusterRole {
+	return rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "virtop-metrics-reader"},
+		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+	}
+}

@@ -435,9 +435,13 @@ func checkMonitoringRBAC(f *Facts) Check {
 		}
 	}
 	clusterUnknown := f.readErr(ReadClusterRoles) != nil || f.readErr(ReadClusterRB) != nil
+	// virtop's operator serves its metrics only to callers allowed get on
+	// /metrics (unless run with --metrics-auth=false).
+	metricsAuth := !clusterUnknown && f.operatorMetricsAuth()
 	ns := f.Where.Namespace
 	var fails, warns, oks []string
 	var failSA serviceAccount
+	metricsHint := false
 	for _, p := range f.rbacPrometheuses() {
 		sa := promSA(p)
 		role := promDiscoveryRole(p)
@@ -474,12 +478,22 @@ func checkMonitoringRBAC(f *Facts) Check {
 			if failSA.Name == "" {
 				failSA = sa
 			}
+		case metricsAuth && len(f.nonResourceGrants(sa, vocab.MetricsPath, "get")) == 0:
+			warns = append(warns, fmt.Sprintf("%s may not get %s: virt-operator (virtop, metrics authenticated) answers its scrapes 403, so its target is down; "+
+				"the operator binds ClusterRole %s to the trusted Prometheus's account (--prometheus-namespaces), or bind it yourself", who, vocab.MetricsPath, vocab.MetricsReaderName))
+			if failSA.Name == "" {
+				failSA = sa
+				metricsHint = true
+			}
 		default:
 			oks = append(oks, fmt.Sprintf("%s may list/watch %s in %s (via %s)", who, strings.Join(permNames(needed), ", "), ns, describeGrants(dedupGrants(via))))
 		}
 	}
 	hint := ""
-	if failSA.Name != "" {
+	switch {
+	case metricsHint:
+		hint = f.kubectl("auth can-i get %s --as=system:serviceaccount:%s:%s", vocab.MetricsPath, failSA.Namespace, failSA.Name)
+	case failSA.Name != "":
 		hint = f.kubectl("auth can-i list endpointslices.discovery.k8s.io -n %s --as=system:serviceaccount:%s:%s", ns, failSA.Namespace, failSA.Name)
 	}
 	switch {

@@ -1,9 +1,12 @@
 package doctor
 
 import (
+	"slices"
 	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // serviceAccount names a ServiceAccount.
@@ -138,4 +141,65 @@ func describeGrants(gs []grant) string {
 		parts = append(parts, g.Binding+" → "+g.Role)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// nonResourceGrants finds the ClusterRoleBindings that let sa do verb on
+// the non-resource URL path (only ClusterRoles grant those).
+func (f *Facts) nonResourceGrants(sa serviceAccount, path, verb string) []grant {
+	croles := map[string]*rbacv1.ClusterRole{}
+	for i := range f.ClusterRoles {
+		croles[f.ClusterRoles[i].Name] = &f.ClusterRoles[i]
+	}
+	var out []grant
+	for _, crb := range f.ClusterRoleBindings {
+		r := croles[crb.RoleRef.Name]
+		if crb.RoleRef.Kind != "ClusterRole" || r == nil || !subjectsInclude(crb.Subjects, sa, "") {
+			continue
+		}
+		for _, rule := range r.Rules {
+			if contains(rule.Verbs, verb) && slices.ContainsFunc(rule.NonResourceURLs, func(u string) bool { return urlMatches(u, path) }) {
+				out = append(out, grant{Binding: "ClusterRoleBinding " + crb.Name, Role: "ClusterRole " + crb.RoleRef.Name})
+				break
+			}
+		}
+	}
+	return out
+}
+
+// urlMatches applies RBAC's non-resource URL rule: an exact path, "*", or a
+// prefix ending in "*".
+func urlMatches(rule, path string) bool {
+	if rule == path || rule == "*" {
+		return true
+	}
+	prefix, ok := strings.CutSuffix(rule, "*")
+	return ok && strings.HasPrefix(path, prefix)
+}
+
+// operatorMetricsAuth says whether the Deployment virt-operator runs
+// virtop's operator with its metrics served to authorized callers only
+// (the default; not with --metrics-auth=false, nor when upstream's
+// virt-operator runs, which serves them to anyone).
+func (f *Facts) operatorMetricsAuth() bool {
+	for _, d := range f.Deployments {
+		if d.Name != vocab.VirtOperator {
+			continue
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			args := append(append([]string(nil), c.Command...), c.Args...)
+			if !slices.Contains(args, "operator") {
+				continue // upstream's virt-operator: no subcommand
+			}
+			for i, a := range args {
+				switch {
+				case a == "--metrics-auth=false", a == "--metrics-bind-address=0":
+					return false
+				case a == "--metrics-bind-address" && i+1 < len(args) && args[i+1] == "0":
+					return false
+				}
+			}
+			return true
+		}
+	}
+	return false
 }
