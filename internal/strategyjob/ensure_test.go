@@ -23,6 +23,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategyjob"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func TestMain(m *testing.M) {
@@ -112,6 +113,7 @@ func TestEnsureCreatesJobAndReplacesFailedOne(t *testing.T) {
 	r := strategyjob.New(c, c, "example.com/virtop:test")
 	r.Clock = clk
 	name := strategyjob.Name(cfg.ID)
+	createJobAccount(t, c, ns)
 
 	// A Job of an earlier deployment is obsolete.
 	_, oldCfg := newConfig(t, ns, "v1.4.0")
@@ -347,5 +349,43 @@ func TestJobPodPassesRestrictedPodSecurity(t *testing.T) {
 	bad.Spec.Containers[0].SecurityContext = nil
 	if err := c.Create(ctx, bad); err == nil || !apierrors.IsForbidden(err) {
 		t.Fatalf("a non-compliant pod was not refused: %v", err)
+	}
+}
+
+// createJobAccount creates the Job's ServiceAccount, which the operator's
+// manifests ship.
+func createJobAccount(t *testing.T, c client.Client, ns string) {
+	t.Helper()
+	if err := c.Create(context.Background(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: vocab.StrategyJobServiceAccount}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEnsureNamesAMissingServiceAccount: an operator upgraded without the
+// RBAC of its release has no ServiceAccount virtop-strategy-job; the Job
+// controller then creates no pod, and the pending message says why at
+// once instead of waiting for the Job's deadline. Once the account exists
+// the message is the plain one.
+func TestEnsureNamesAMissingServiceAccount(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	c := env.Client
+	ctx := context.Background()
+	kv, cfg := newConfig(t, ns, "v1.5.3")
+	r := strategyjob.New(c, c, "example.com/virtop:test")
+	if _, err := r.Ensure(ctx, kv, cfg); err != nil {
+		t.Fatal(err)
+	}
+	state, err := r.Ensure(ctx, kv, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "ServiceAccount " + ns + "/" + vocab.StrategyJobServiceAccount + " does not exist"
+	if !strings.Contains(state.Pending, want) || !strings.Contains(state.Pending, "apply the RBAC of this virtop release") {
+		t.Errorf("pending %q, want it to say %q", state.Pending, want)
+	}
+	createJobAccount(t, c, ns)
+	if state, err = r.Ensure(ctx, kv, cfg); err != nil || strings.Contains(state.Pending, "ServiceAccount") {
+		t.Errorf("with the account: %+v, %v", state, err)
 	}
 }

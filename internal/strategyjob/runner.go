@@ -309,13 +309,17 @@ func (r *Runner) deleteJob(ctx context.Context, job *batchv1.Job) error {
 
 // podTrouble describes what keeps the Job's newest pod from running or
 // made it fail: unschedulable, an image that cannot be pulled, a container
-// that exited with an error. Empty when there is nothing to say or the
-// pods cannot be read.
+// that exited with an error, or no pod at all because the Job's
+// ServiceAccount is missing (the Job controller cannot create one). Empty
+// when there is nothing to say or the pods cannot be read.
 func (r *Runner) podTrouble(ctx context.Context, job *batchv1.Job) string {
 	var pods corev1.PodList
 	if err := r.Reader.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.ControllerUidLabel: string(job.UID)}); err != nil {
 		ctrl.LoggerFrom(ctx).V(1).Info("Cannot read the install strategy Job's pods", "job", job.Name, "error", err.Error())
 		return ""
+	}
+	if len(pods.Items) == 0 {
+		return r.accountTrouble(ctx, job)
 	}
 	sort.Slice(pods.Items, func(i, j int) bool {
 		return pods.Items[j].CreationTimestamp.Before(&pods.Items[i].CreationTimestamp)
@@ -326,6 +330,23 @@ func (r *Runner) podTrouble(ctx context.Context, job *batchv1.Job) string {
 		}
 	}
 	return ""
+}
+
+// accountTrouble says that the Job's ServiceAccount is missing (an
+// operator upgraded without the RBAC of its release): the Job controller
+// then creates no pod and the Job would wait for its deadline. Empty when
+// the account exists or cannot be read.
+func (r *Runner) accountTrouble(ctx context.Context, job *batchv1.Job) string {
+	name := job.Spec.Template.Spec.ServiceAccountName
+	if name == "" {
+		return ""
+	}
+	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: name}, &corev1.ServiceAccount{})
+	if !apierrors.IsNotFound(err) {
+		return ""
+	}
+	return fmt.Sprintf("no pod can be created: ServiceAccount %s/%s does not exist; apply the RBAC of this virtop release "+
+		"(config/rbac, dist/virtop-operator.yaml or the Helm chart), which ships it with its Role", job.Namespace, name)
 }
 
 // PodTrouble describes what is wrong with one pod of the Job, or "".
