@@ -151,15 +151,11 @@ func renderedMetricsReader(t *testing.T) *rbacv1.ClusterRole {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range s.Objects {
-		if r, ok := o.(*rbacv1.ClusterRole); ok && r.Name == vocab.MetricsReaderName {
-			out := r.DeepCopy()
-			out.ResourceVersion = ""
-			return out
-		}
+	r, ok := s.Find("ClusterRole", "", vocab.MetricsReaderName).(*rbacv1.ClusterRole)
+	if !ok {
+		t.Fatalf("the strategy renders no ClusterRole %s", vocab.MetricsReaderName)
 	}
-	t.Fatalf("the strategy renders no ClusterRole %s", vocab.MetricsReaderName)
-	return nil
+	return r.DeepCopy()
 }
 
 func getMetrics(ctx context.Context, addr, token string) (int, string, error) {
