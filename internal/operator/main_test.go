@@ -12,7 +12,7 @@ import (
 )
 
 // TestMain starts a real API server for the tests that run the operator
-// (cachescope_test.go); the others need none.
+// (cachescope_test.go, metricsauth_test.go); the others need none.
 func TestMain(m *testing.M) {
 	log.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	os.Exit(testenv.Main(m, testenv.Options{Monitoring: true, Scheme: scheme.New()}))

@@ -59,14 +59,13 @@ func reviewedMetrics(cfg *rest.Config, hc *http.Client) (metricsserver.Filter, e
 // maxReviewCache entries of each are kept, so callers with many tokens cost
 // memory only up to that bound.
 const (
-	tokenTTL        = time.Minute
-	badTokenTTL     = 10 * time.Second
-	allowedTTL      = 5 * time.Minute
-	deniedTTL       = 30 * time.Second
-	reviewTimeout   = 10 * time.Second
-	maxReviewCache  = 1024
-	bearerPrefix    = "bearer "
-	metricsReadVerb = "get"
+	tokenTTL       = time.Minute
+	badTokenTTL    = 10 * time.Second
+	allowedTTL     = 5 * time.Minute
+	deniedTTL      = 30 * time.Second
+	reviewTimeout  = 10 * time.Second
+	maxReviewCache = 1024
+	bearerPrefix   = "bearer "
 )
 
 // reviewer authenticates and authorizes callers of the metrics endpoint

@@ -103,7 +103,10 @@ func TestPrometheusOperatorScrapesVirtop(t *testing.T) {
 	startPrometheusOperator(t, env, opBin)
 
 	// The operator serves its metrics (authenticated) on a loopback port.
-	metricsAddr := env.MetricsEndpoint(t).Addr
+	metricsAddr, err := devcluster.FreeLoopbackAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
 	op := env.Operator(t, append(framework.HostOperatorArgs(t), "--metrics-bind-address", metricsAddr)...).Start()
 	kv := framework.NewKubeVirt(t, "v1.5.3")
 	if err := c.Create(ctx, kv); err != nil {
