@@ -71,30 +71,17 @@ const (
 // reviewer authenticates and authorizes callers of the metrics endpoint
 // through the API server, as an aggregated API server does.
 type reviewer struct {
-	tokens   authenticationclient.TokenReviewInterface
-	access   authorizationclient.SubjectAccessReviewInterface
-	now      func() time.Time
-	mu       sync.Mutex
-	users    map[[sha256.Size]byte]cachedUser
-	verdicts map[string]cachedVerdict
-}
-
-type cachedUser struct {
-	user    *authenticationv1.UserInfo // nil: the token was refused
-	expires time.Time
-}
-
-type cachedVerdict struct {
-	allowed bool
-	expires time.Time
+	tokens authenticationclient.TokenReviewInterface
+	access authorizationclient.SubjectAccessReviewInterface
+	now    func() time.Time
+	// users are the tokens' users by the tokens' SHA-256 (nil: the token
+	// was refused); verdicts the SubjectAccessReviews' by verdictKey.
+	users    answers[[sha256.Size]byte, *authenticationv1.UserInfo]
+	verdicts answers[string, bool]
 }
 
 func newReviewer(tokens authenticationclient.TokenReviewInterface, access authorizationclient.SubjectAccessReviewInterface) *reviewer {
-	return &reviewer{
-		tokens: tokens, access: access, now: time.Now,
-		users:    map[[sha256.Size]byte]cachedUser{},
-		verdicts: map[string]cachedVerdict{},
-	}
+	return &reviewer{tokens: tokens, access: access, now: time.Now}
 }
 
 // filter answers 401 without a token the API server authenticates, 403
@@ -150,36 +137,28 @@ func bearerToken(req *http.Request) string {
 func (r *reviewer) authenticate(ctx context.Context, token string) (*authenticationv1.UserInfo, error) {
 	key := sha256.Sum256([]byte(token))
 	now := r.now()
-	r.mu.Lock()
-	c, ok := r.users[key]
-	r.mu.Unlock()
-	if ok && now.Before(c.expires) {
-		return c.user, nil
+	if user, ok := r.users.get(key, now); ok {
+		return user, nil
 	}
 	tr, err := r.tokens.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	if err != nil {
 		return nil, err
 	}
-	c = cachedUser{expires: now.Add(badTokenTTL)}
-	if tr.Status.Authenticated {
-		u := tr.Status.User
-		c = cachedUser{user: &u, expires: now.Add(tokenTTL)}
+	if !tr.Status.Authenticated {
+		r.users.put(key, nil, now, badTokenTTL)
+		return nil, nil
 	}
-	r.mu.Lock()
-	remember(r.users, key, c, now, func(c cachedUser) time.Time { return c.expires })
-	r.mu.Unlock()
-	return c.user, nil
+	user := tr.Status.User
+	r.users.put(key, &user, now, tokenTTL)
+	return &user, nil
 }
 
 // authorize asks whether user may do verb on the non-resource path.
 func (r *reviewer) authorize(ctx context.Context, user *authenticationv1.UserInfo, verb, path string) (bool, error) {
 	key := verdictKey(user, verb, path)
 	now := r.now()
-	r.mu.Lock()
-	c, ok := r.verdicts[key]
-	r.mu.Unlock()
-	if ok && now.Before(c.expires) {
-		return c.allowed, nil
+	if allowed, ok := r.verdicts.get(key, now); ok {
+		return allowed, nil
 	}
 	extra := make(map[string]authorizationv1.ExtraValue, len(user.Extra))
 	for k, v := range user.Extra {
@@ -192,14 +171,13 @@ func (r *reviewer) authorize(ctx context.Context, user *authenticationv1.UserInf
 	if err != nil {
 		return false, err
 	}
-	c = cachedVerdict{allowed: sar.Status.Allowed && !sar.Status.Denied, expires: now.Add(deniedTTL)}
-	if c.allowed {
-		c.expires = now.Add(allowedTTL)
+	allowed := sar.Status.Allowed && !sar.Status.Denied
+	ttl := deniedTTL
+	if allowed {
+		ttl = allowedTTL
 	}
-	r.mu.Lock()
-	remember(r.verdicts, key, c, now, func(c cachedVerdict) time.Time { return c.expires })
-	r.mu.Unlock()
-	return c.allowed, nil
+	r.verdicts.put(key, allowed, now, ttl)
+	return allowed, nil
 }
 
 // verdictKey identifies what a SubjectAccessReview decides on.
@@ -214,18 +192,54 @@ func verdictKey(user *authenticationv1.UserInfo, verb, path string) string {
 	return strings.Join([]string{user.Username, user.UID, strings.Join(groups, ","), strings.Join(extra, ";"), verb, path}, "\x00")
 }
 
-// remember puts v in m, first dropping expired entries when m is at
-// maxReviewCache, and everything when none has expired.
-func remember[K comparable, V any](m map[K]V, k K, v V, now time.Time, expires func(V) time.Time) {
-	if len(m) >= maxReviewCache {
-		for key, old := range m {
-			if !now.Before(expires(old)) {
-				delete(m, key)
+// answers keeps the API server's answers until they expire, at most
+// maxReviewCache of them. The zero value is empty and ready.
+type answers[K comparable, V any] struct {
+	mu sync.Mutex
+	m  map[K]answer[V]
+}
+
+type answer[V any] struct {
+	v       V
+	expires time.Time
+}
+
+// get returns the answer for k unless there is none or it has expired.
+func (a *answers[K, V]) get(k K, now time.Time) (V, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e, ok := a.m[k]
+	if !ok || !now.Before(e.expires) {
+		var zero V
+		return zero, false
+	}
+	return e.v, true
+}
+
+// put keeps v for k for ttl, first dropping expired answers when the
+// bound is reached, and every answer when none has expired.
+func (a *answers[K, V]) put(k K, v V, now time.Time, ttl time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil {
+		a.m = map[K]answer[V]{}
+	}
+	if len(a.m) >= maxReviewCache {
+		for key, e := range a.m {
+			if !now.Before(e.expires) {
+				delete(a.m, key)
 			}
 		}
-		if len(m) >= maxReviewCache {
-			clear(m)
+		if len(a.m) >= maxReviewCache {
+			clear(a.m)
 		}
 	}
-	m[k] = v
+	a.m[k] = answer[V]{v: v, expires: now.Add(ttl)}
+}
+
+// len is the number of answers kept, expired ones included.
+func (a *answers[K, V]) len() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.m)
 }

@@ -89,7 +89,7 @@ func TestReviewsCached(t *testing.T) {
 	for i := 0; i < 3*maxReviewCache; i++ {
 		get(fmt.Sprintf("bad-%d", i), "/metrics")
 	}
-	if n := len(r.users); n > maxReviewCache {
+	if n := r.users.len(); n > maxReviewCache {
 		t.Errorf("%d cached tokens, bound %d", n, maxReviewCache)
 	}
 }
