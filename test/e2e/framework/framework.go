@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,6 +46,10 @@ type Env struct {
 	Clients *devcluster.Clients
 	// Timings are the cluster's creation measurements.
 	Timings devcluster.Timings
+
+	// metricsToken is MetricsToken's, made once per cluster.
+	metricsMu    sync.Mutex
+	metricsToken string
 }
 
 var global *Env

@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -95,11 +94,6 @@ func (e *MetricsStatusError) Error() string { return "GET /metrics: " + e.Status
 // virtop-metrics-reader, which the operator applies only with monitoring).
 const metricsReaderName = "virtop-e2e-metrics-reader"
 
-var metricsToken struct {
-	sync.Mutex
-	token string
-}
-
 // MetricsEndpoint returns a free loopback address for a host operator's
 // metrics and a token allowed to read them.
 func (e *Env) MetricsEndpoint(t testing.TB) Metrics {
@@ -115,10 +109,10 @@ func (e *Env) MetricsEndpoint(t testing.TB) Metrics {
 // allowed get on /metrics; made once per suite.
 func (e *Env) MetricsToken(t testing.TB) string {
 	t.Helper()
-	metricsToken.Lock()
-	defer metricsToken.Unlock()
-	if metricsToken.token != "" {
-		return metricsToken.token
+	e.metricsMu.Lock()
+	defer e.metricsMu.Unlock()
+	if e.metricsToken != "" {
+		return e.metricsToken
 	}
 	ctx := context.Background()
 	c := e.Client(t)
@@ -143,8 +137,8 @@ func (e *Env) MetricsToken(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("a token of ServiceAccount %s/%s: %v", sa.Namespace, sa.Name, err)
 	}
-	metricsToken.token = tr.Status.Token
-	return metricsToken.token
+	e.metricsToken = tr.Status.Token
+	return e.metricsToken
 }
 
 // ScrapeRequests reads virtop_api_requests_total from the operator's
