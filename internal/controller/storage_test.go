@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,6 +24,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/operator"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/testing/crds"
 	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
@@ -122,8 +122,8 @@ func TestUpgradeMigratesStoredVersions(t *testing.T) {
 				fmt.Sprintf("storedVersions %v", live.Status.StoredVersions)
 		})
 	}
-	if rm, ok := c.RESTMapper().(meta.ResettableRESTMapper); ok {
-		rm.Reset()
+	for _, name := range oldStoredCRDs {
+		crds.WaitServed(t, c, time.Minute, preV1CRD(t, name))
 	}
 	for i, name := range []string{"old-a", "old-b", "locked"} {
 		version := []string{"v1alpha1", "v1alpha2"}[i%2]

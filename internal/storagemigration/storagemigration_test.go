@@ -12,7 +12,6 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,6 +24,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/storagemigration"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/testing/crds"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
 )
@@ -98,9 +98,7 @@ func mustApplyCRD(t *testing.T, c client.Client, crd *apiextv1.CustomResourceDef
 		}
 		return false, fmt.Errorf("not established")
 	})
-	if rm, ok := c.RESTMapper().(meta.ResettableRESTMapper); ok {
-		rm.Reset()
-	}
+	crds.WaitServed(t, c, time.Minute, crd)
 }
 
 func storedVersions(t *testing.T, c client.Client, name string) []string {

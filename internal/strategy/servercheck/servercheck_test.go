@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +18,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	crdwait "github.com/virtop-dev/virtop/internal/testing/crds"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
 )
@@ -79,8 +79,8 @@ func TestEveryObjectAcceptedByAPIServer(t *testing.T) {
 				t.Fatalf("%d CRDs accepted, want %d (at least 16)", crds, want)
 			}
 			// The new kinds must be known to the client's REST mapper.
-			if rm, ok := c.RESTMapper().(meta.ResettableRESTMapper); ok {
-				rm.Reset()
+			for _, o := range s.OfKind("CustomResourceDefinition") {
+				crdwait.WaitServed(t, c, time.Minute, o.(*apiextensionsv1.CustomResourceDefinition))
 			}
 			checked := 0
 			for _, o := range s.Objects {

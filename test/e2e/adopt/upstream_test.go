@@ -32,6 +32,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	crdwait "github.com/virtop-dev/virtop/internal/testing/crds"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/internal/vocab"
@@ -156,8 +157,8 @@ func installByUpstream(t *testing.T, c client.Client, dir string, kv *kvv1.KubeV
 			return false, fmt.Errorf("not established")
 		})
 	}
-	if rm, ok := c.RESTMapper().(meta.ResettableRESTMapper); ok {
-		rm.Reset()
+	for _, o := range crds {
+		crdwait.WaitServed(t, c, framework.DefaultTimeout, o.(*apiextv1.CustomResourceDefinition))
 	}
 	for _, o := range append(rest, hooks...) {
 		inst.create(t, c, o)
@@ -394,7 +395,4 @@ func wipe(t *testing.T, c client.Client, inst *installation) {
 		}
 		return true, nil
 	})
-	if rm, ok := c.RESTMapper().(meta.ResettableRESTMapper); ok {
-		rm.Reset()
-	}
 }

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/testing/crds"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/internal/vocab"
@@ -96,9 +96,7 @@ func TestKilledDuringNewestHop(t *testing.T) {
 	if err := s.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("kubevirt-v1alpha1-export"), client.ForceOwnership); err != nil {
 		t.Fatal(err)
 	}
-	if rm, ok := s.c.RESTMapper().(meta.ResettableRESTMapper); ok {
-		rm.Reset()
-	}
+	crds.WaitServed(t, s.c, framework.DefaultTimeout, crd)
 	for i := range exports {
 		e := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
 			"source": map[string]any{"apiGroup": "", "kind": "PersistentVolumeClaim", "name": fmt.Sprintf("disk-%d", i)},

@@ -20,6 +20,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/testing/crds"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/internal/vocab"
@@ -132,8 +133,8 @@ func TestUpgradeChain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if rm, ok := c.RESTMapper().(meta.ResettableRESTMapper); ok {
-		rm.Reset()
+	for _, name := range oldStoredCRDs {
+		crds.WaitServed(t, c, framework.DefaultTimeout, preV1CRD(t, first, name))
 	}
 	var objs []userObject
 	for i, version := range []string{"v1alpha1", "v1alpha2"} {
