@@ -20,7 +20,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -30,6 +29,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	crdwait "github.com/virtop-dev/virtop/internal/testing/crds"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
 	"github.com/virtop-dev/virtop/internal/vocab"
@@ -67,13 +67,13 @@ func render(t *testing.T, ns string) *strategy.Strategy {
 var crdsOnce sync.Once
 
 // installKubeVirtCRDs creates the CRDs of the strategy (VirtualMachine,
-// VirtualMachineInstance, ...) once per test binary and waits until they
-// are Established.
+// VirtualMachineInstance, ...) once per test binary and waits until their
+// kinds are served.
 func installKubeVirtCRDs(t *testing.T, env *testenv.Env) {
 	t.Helper()
 	crdsOnce.Do(func() {
 		ctx := context.Background()
-		var names []string
+		var created []*apiextensionsv1.CustomResourceDefinition
 		for _, o := range render(t, "kubevirt").Objects {
 			crd, ok := o.(*apiextensionsv1.CustomResourceDefinition)
 			if !ok {
@@ -83,25 +83,12 @@ func installKubeVirtCRDs(t *testing.T, env *testenv.Env) {
 			if err := env.Client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
 				t.Fatalf("creating CRD %s: %v", crd.Name, err)
 			}
-			names = append(names, crd.Name)
+			created = append(created, crd)
 		}
-		if len(names) == 0 {
+		if len(created) == 0 {
 			t.Fatal("the strategy has no CRDs")
 		}
-		for _, name := range names {
-			poll.Eventually(t, "CRD "+name+" Established", 3*time.Minute, func() (bool, string) {
-				var crd apiextensionsv1.CustomResourceDefinition
-				if err := env.Client.Get(ctx, types.NamespacedName{Name: name}, &crd); err != nil {
-					return false, err.Error()
-				}
-				for _, c := range crd.Status.Conditions {
-					if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-						return true, ""
-					}
-				}
-				return false, "not Established"
-			})
-		}
+		crdwait.WaitServed(t, env.Client, 3*time.Minute, created...)
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/operator"
+	crdwait "github.com/virtop-dev/virtop/internal/testing/crds"
 	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
@@ -77,22 +78,7 @@ func installOpenShiftAPIs(t *testing.T, c client.Client) {
 			return true, ""
 		})
 	})
-	poll.Eventually(t, "the OpenShift CRDs established", time.Minute, func() (bool, string) {
-		for _, crd := range crds {
-			cur := &apiextensionsv1.CustomResourceDefinition{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(crd), cur); err != nil {
-				return false, err.Error()
-			}
-			established := false
-			for _, cond := range cur.Status.Conditions {
-				established = established || cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue
-			}
-			if !established {
-				return false, crd.Name + " not established"
-			}
-		}
-		return true, ""
-	})
+	crdwait.WaitServed(t, c, time.Minute, crds...)
 }
 
 func unstructuredOf(gvk schema.GroupVersionKind, ns, name string) *unstructured.Unstructured {

@@ -30,6 +30,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	crdwait "github.com/virtop-dev/virtop/internal/testing/crds"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
 )
@@ -68,25 +69,16 @@ func kubevirtCRDs(t *testing.T, env *testenv.Env) {
 			if err := env.Client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
 				t.Fatalf("creating CRD %s: %v", crd.Name, err)
 			}
-			waitEstablished(t, env, crd.Name)
+			waitEstablished(t, env, crd)
 		}
 	})
 }
 
-func waitEstablished(t *testing.T, env *testenv.Env, name string) {
+// waitEstablished waits until crd's kind is served in discovery (which
+// comes after Established), so that the tests can write it.
+func waitEstablished(t *testing.T, env *testenv.Env, crd *apiextensionsv1.CustomResourceDefinition) {
 	t.Helper()
-	poll.Eventually(t, "CRD "+name+" established", 60*time.Second, func(ctx context.Context) (bool, error) {
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
-			return false, err
-		}
-		for _, c := range crd.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	crdwait.WaitServed(t, env.Client, 60*time.Second, crd)
 }
 
 func generate(t *testing.T, ns string) *strategy.Strategy {
@@ -462,7 +454,7 @@ func TestEnvDuplicateShortName(t *testing.T) {
 	}
 	must(t, s.env.Client.Create(ctx, crd))
 	t.Cleanup(func() { _ = s.env.Client.Delete(context.Background(), crd) })
-	waitEstablished(t, s.env, crd.Name)
+	waitEstablished(t, s.env, crd)
 	var r *Report
 	poll.Eventually(t, "the short-name check to warn", 60*time.Second, func() (bool, string) {
 		r = s.run(t, nil)

@@ -44,7 +44,7 @@ func gitopsCRDs(t *testing.T, env *testenv.Env) {
 		if err := env.Client.Create(context.Background(), crd); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatalf("creating CRD %s from %s: %v", crd.Name, p, err)
 		}
-		waitEstablished(t, env, crd.Name)
+		waitEstablished(t, env, crd)
 	}
 }
 
