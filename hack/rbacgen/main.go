@@ -19,6 +19,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -114,7 +115,7 @@ func generate() ([]file, error) {
 	}
 	slices.Sort(sccNames)
 	ownCluster := toCommented(append(slices.Clone(ownClusterRules), sccRules(sccNames)...))
-	groups := sortedKeys(crdList)
+	groups := slices.Sorted(maps.Keys(crdList))
 	for _, g := range groups {
 		ownCluster = append(ownCluster, commented{
 			"Uninstall: whether KubeVirt's CRDs of " + g + " still hold objects (a CRD with user objects is kept; protected workloads block uninstall).",
@@ -445,15 +446,6 @@ func wrap(s string, width int) []string {
 		lines = append(lines, line)
 	}
 	return lines
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func dedupe(in []string) []string {

@@ -1,8 +1,9 @@
 package cli
 
 import (
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -29,21 +30,21 @@ func registerClusterCompletions(cmd *cobra.Command, f *clusterFlags) {
 		if err != nil {
 			return nil
 		}
-		return sortedKeys(raw.Contexts)
+		return slices.Sorted(maps.Keys(raw.Contexts))
 	}))
 	_ = cmd.RegisterFlagCompletionFunc("cluster", fromKubeconfig(func(f *clusterFlags) []string {
 		raw, err := f.ToRawKubeConfigLoader().RawConfig()
 		if err != nil {
 			return nil
 		}
-		return sortedKeys(raw.Clusters)
+		return slices.Sorted(maps.Keys(raw.Clusters))
 	}))
 	_ = cmd.RegisterFlagCompletionFunc("user", fromKubeconfig(func(f *clusterFlags) []string {
 		raw, err := f.ToRawKubeConfigLoader().RawConfig()
 		if err != nil {
 			return nil
 		}
-		return sortedKeys(raw.AuthInfos)
+		return slices.Sorted(maps.Keys(raw.AuthInfos))
 	}))
 	_ = cmd.RegisterFlagCompletionFunc("namespace", func(cmd *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
 		return completeNamespaces(cmd, f, prefix), cobra.ShellCompDirectiveNoFileComp
@@ -76,15 +77,6 @@ func completeNamespaces(cmd *cobra.Command, f *clusterFlags, prefix string) []st
 // completeVersions completes the catalog's KubeVirt versions.
 func completeVersions(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 	return catalog.Builtin().Versions(), cobra.ShellCompDirectiveNoFileComp
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // completeClusterNames lists the local clusters that have a state

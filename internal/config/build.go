@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -311,7 +312,7 @@ func Validate(c *DeploymentConfig) error {
 	if !prefixRE.MatchString(c.ImagePrefix) {
 		return fieldErr("--image-prefix", c.ImagePrefix, "may hold only lower-case letters, digits, '.', '_', '-' and '/'")
 	}
-	for _, name := range sortedKeys(c.ImageDigests) {
+	for _, name := range slices.Sorted(maps.Keys(c.ImageDigests)) {
 		if !digestRE.MatchString(c.ImageDigests[name]) {
 			return fieldErr("image digest for "+name, c.ImageDigests[name], "must be sha256: followed by 64 hex digits")
 		}
@@ -361,7 +362,7 @@ func Validate(c *DeploymentConfig) error {
 	if c.MaxVMIsPerNode < 0 {
 		return fieldErr("spec.configuration.virtualMachineInstancesPerNode", fmt.Sprint(c.MaxVMIsPerNode), "must be at least 1")
 	}
-	for _, k := range sortedKeys(c.PassthroughEnv) {
+	for _, k := range slices.Sorted(maps.Keys(c.PassthroughEnv)) {
 		if errs := validation.IsEnvVarName(k); len(errs) > 0 {
 			return fieldErr(PassthroughEnvPrefix+k, k, "must be an environment variable name: %s", strings.Join(errs, "; "))
 		}
@@ -471,7 +472,7 @@ func validatePlacement(field string, p Placement) error {
 	if p.Replicas != nil && (*p.Replicas < 0 || *p.Replicas > 255) {
 		return fieldErr(field+".replicas", fmt.Sprint(*p.Replicas), "must be between 0 and 255")
 	}
-	for _, k := range sortedKeys(p.NodeSelector) {
+	for _, k := range slices.Sorted(maps.Keys(p.NodeSelector)) {
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
 			return fieldErr(field+".nodePlacement.nodeSelector", k, "key: %s", strings.Join(errs, "; "))
 		}
@@ -551,7 +552,7 @@ func validateCustomize(cz Customize) error {
 			return fieldErr(f+".type", p.Type, "must be json, merge or strategic")
 		}
 	}
-	for _, comp := range sortedKeys(cz.Flags) {
+	for _, comp := range slices.Sorted(maps.Keys(cz.Flags)) {
 		if !flagComponents[comp] {
 			return fieldErr("spec.customizeComponents.flags."+comp, "", "unknown component; use api, controller or handler")
 		}
@@ -569,13 +570,4 @@ func clip(s string) string {
 		return s[:77] + "..."
 	}
 	return s
-}
-
-func sortedKeys[M ~map[string]V, V any](m M) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -2,7 +2,9 @@ package rules
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -214,7 +216,7 @@ func checkTuning(set RuleSet, tuning map[string]AlertTuning) error {
 		declared := DeclaredParameters(variants)
 		for p, v := range t.Parameters {
 			if _, ok := declared[p]; !ok {
-				return fmt.Errorf("rules: alert %s has no parameter %q (declared: %s)", name, p, strings.Join(sortedKeys(declared), ", "))
+				return fmt.Errorf("rules: alert %s has no parameter %q (declared: %s)", name, p, strings.Join(slices.Sorted(maps.Keys(declared)), ", "))
 			}
 			if !paramValueRE.MatchString(v) && !durationRE.MatchString(v) || v == "" {
 				return fmt.Errorf("rules: alert %s: parameter %s: %q is neither a number nor a duration", name, p, v)
@@ -283,15 +285,6 @@ func DeclaredParameters(variants []Alert) map[string]string {
 			}
 		}
 	}
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
 

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/netip"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"text/template/parse"
@@ -194,11 +196,11 @@ func (e *expander) rangeNode(dot any, n *parse.RangeNode) error {
 			items = append(items, kv{i, s})
 		}
 	case map[string]string:
-		for _, k := range sortedKeys(v) {
+		for _, k := range slices.Sorted(maps.Keys(v)) {
 			items = append(items, kv{k, v[k]})
 		}
 	case map[string]any:
-		for _, k := range sortedKeys(v) {
+		for _, k := range slices.Sorted(maps.Keys(v)) {
 			items = append(items, kv{k, v[k]})
 		}
 	case int:
@@ -231,15 +233,6 @@ func (e *expander) rangeNode(dot any, n *parse.RangeNode) error {
 		}
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // pipe evaluates a pipeline, declaring or assigning its variables.

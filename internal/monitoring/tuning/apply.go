@@ -2,6 +2,8 @@ package tuning
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -100,7 +102,7 @@ func merge(m, extra map[string]string, p *field.Path, errs field.ErrorList) (map
 	for k, v := range m {
 		out[k] = v
 	}
-	for _, k := range sortedKeys(extra) {
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
 		if have, ok := m[k]; ok && have != extra[k] {
 			errs = append(errs, field.Forbidden(p.Key(k), fmt.Sprintf("virtop sets %s=%q on this object", k, have)))
 			continue

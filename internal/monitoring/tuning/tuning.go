@@ -19,7 +19,9 @@ package tuning
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -256,12 +258,12 @@ func validateMetadata(t *v1alpha1.KubeVirtMonitoring, spec *field.Path, res *Res
 	meta := func(labels, annotations map[string]string, p *field.Path, into *Metadata) {
 		errs = append(errs, metav1validation.ValidateLabels(labels, p.Child("labels"))...)
 		errs = append(errs, apivalidation.ValidateAnnotations(annotations, p.Child("annotations"))...)
-		for _, k := range sortedKeys(labels) {
+		for _, k := range slices.Sorted(maps.Keys(labels)) {
 			if reservedKey(k, reservedLabels) {
 				errs = append(errs, field.Forbidden(p.Child("labels").Key(k), "label set by virtop"))
 			}
 		}
-		for _, k := range sortedKeys(annotations) {
+		for _, k := range slices.Sorted(maps.Keys(annotations)) {
 			if reservedKey(k, nil) {
 				errs = append(errs, field.Forbidden(p.Child("annotations").Key(k), "annotation prefix owned by virtop and KubeVirt"))
 			}
@@ -319,7 +321,7 @@ func validateAlerts(set rules.RuleSet, in Input, list []v1alpha1.AlertTuning, ba
 			errs = append(errs, field.Invalid(p.Child("for"), at.For, "must be "+durationHint))
 			bad = true
 		}
-		for _, k := range sortedKeys(at.Labels) {
+		for _, k := range slices.Sorted(maps.Keys(at.Labels)) {
 			switch {
 			case !labelNameRE.MatchString(k):
 				errs = append(errs, field.Invalid(p.Child("labels").Key(k), k, "must be a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)"))
@@ -330,8 +332,8 @@ func validateAlerts(set rules.RuleSet, in Input, list []v1alpha1.AlertTuning, ba
 			}
 		}
 		params := rules.DeclaredParameters(variants)
-		declared := sortedKeys(params)
-		for _, k := range sortedKeys(at.Parameters) {
+		declared := slices.Sorted(maps.Keys(params))
+		for _, k := range slices.Sorted(maps.Keys(at.Parameters)) {
 			v := string(at.Parameters[k])
 			pp := p.Child("parameters").Child(k)
 			if _, ok := params[k]; !ok {
@@ -468,7 +470,7 @@ func convertGroups(groups []v1alpha1.RuleGroup, base *field.Path) ([]monitoringv
 					mr.For = &d
 				}
 			}
-			for _, k := range sortedKeys(r.Labels) {
+			for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
 				if !labelNameRE.MatchString(k) {
 					errs = append(errs, field.Invalid(rp.Child("labels").Key(k), k, "must be a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)"))
 				}
@@ -562,15 +564,6 @@ func withDefaults(m, defaults map[string]string) map[string]string {
 			out[k] = v
 		}
 	}
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
 

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -743,7 +744,7 @@ func (f *Facts) simulatedVirtAPINodes() ([]string, bool) {
 	if len(seen) == 0 {
 		return nil, false
 	}
-	return sortedKeys(seen), true
+	return slices.Sorted(maps.Keys(seen)), true
 }
 
 // leaseHolder returns who holds the operator's Lease and when it was last

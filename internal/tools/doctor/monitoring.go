@@ -2,6 +2,8 @@ package doctor
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -598,10 +600,10 @@ func checkNetworkPolicy(f *Facts) Check {
 		c.Evidence = fmt.Sprintf("no NetworkPolicy in %s selects the control-plane pods.", f.Where.Namespace)
 		return c
 	}
-	sel := sortedKeys(selecting)
+	sel := slices.Sorted(maps.Keys(selecting))
 	var parts []string
 	if len(denyAll) > 0 {
-		parts = append(parts, fmt.Sprintf("NetworkPolicy %s denies all ingress to the pods it selects (Prometheus scrapes, and on most network plugins the API server's calls to virt-api's webhooks and subresources)", strings.Join(sortedKeys(denyAll), ", ")))
+		parts = append(parts, fmt.Sprintf("NetworkPolicy %s denies all ingress to the pods it selects (Prometheus scrapes, and on most network plugins the API server's calls to virt-api's webhooks and subresources)", strings.Join(slices.Sorted(maps.Keys(denyAll)), ", ")))
 	}
 	if len(blocked) > 0 {
 		var srcs []string
@@ -675,15 +677,6 @@ func (f *Facts) prometheusPeers() []namedPeer {
 func isPodOf(pod *corev1.Pod, prometheus string) bool {
 	return pod.Labels["prometheus"] == prometheus || pod.Labels["operator.prometheus.io/name"] == prometheus ||
 		pod.Labels["app.kubernetes.io/instance"] == prometheus
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // kubevirtRules are the PrometheusRules of KubeVirt: upstream's name, or

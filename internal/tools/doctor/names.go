@@ -2,6 +2,8 @@ package doctor
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -69,7 +71,7 @@ func checkShortNames(f *Facts) Check {
 		}
 	}
 	var found []string
-	for _, n := range sortedKeys(names) {
+	for _, n := range slices.Sorted(maps.Keys(names)) {
 		targets := index[n]
 		if len(targets) < 2 {
 			continue

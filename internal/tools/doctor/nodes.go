@@ -3,6 +3,8 @@ package doctor
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -41,7 +43,7 @@ func (f *Facts) controlPlaneNodes() []string {
 			}
 		}
 	}
-	return sortedKeys(set)
+	return slices.Sorted(maps.Keys(set))
 }
 
 // gatherNodePods lists the pods bound to each control-plane node, for
@@ -234,7 +236,7 @@ func checkNodePressure(f *Facts) Check {
 		if first == "" {
 			first = n
 		}
-		comps := sortedKeys(hosted[n])
+		comps := slices.Sorted(maps.Keys(hosted[n]))
 		p := fmt.Sprintf("node %s is %s; it hosts %s", n, strings.Join(weighs, ", "), strings.Join(comps, ", "))
 		problems = append(problems, p)
 		var flapHere []string

@@ -3,7 +3,9 @@ package doctor
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -294,7 +296,7 @@ func changedFields(observed, target string) []string {
 		keys[k] = true
 	}
 	var out []string
-	for _, k := range sortedKeys(keys) {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		if k == "id" || reflect.DeepEqual(a[k], b[k]) {
 			continue
 		}
