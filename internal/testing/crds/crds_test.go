@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/virtop-dev/virtop/internal/testing/fatal"
 
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -60,32 +61,14 @@ func TestWaitServedThenWrite(t *testing.T) {
 	}
 }
 
-// recorder is a testing.TB whose Fatalf records the message and ends the
-// goroutine, as testing's does.
-type recorder struct {
-	testing.TB
-	msg string
-}
-
-func (r *recorder) Helper() {}
-
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.msg = fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
 // TestWaitServedFailsForAnUnknownKind: a CRD the API server does not have
 // fails the wait, naming the kind and the mapper's answer.
 func TestWaitServedFailsForAnUnknownKind(t *testing.T) {
 	c := testenv.Get(t).Client
-	r := &recorder{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		crds.WaitServed(r, c, 2*time.Second, widget("neverapplieds"))
-	}()
-	<-done
-	if !strings.Contains(r.msg, "Neverapplied.wait.virtop.dev served at [v1beta1 v1]") || !strings.Contains(r.msg, "no matches for kind") {
-		t.Errorf("failure %q; want one naming the kind, its versions and the mapper's miss", r.msg)
+	msg := fatal.Message(func(tb testing.TB) {
+		crds.WaitServed(tb, c, 2*time.Second, widget("neverapplieds"))
+	})
+	if !strings.Contains(msg, "Neverapplied.wait.virtop.dev served at [v1beta1 v1]") || !strings.Contains(msg, "no matches for kind") {
+		t.Errorf("failure %q; want one naming the kind, its versions and the mapper's miss", msg)
 	}
 }

@@ -4,40 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/virtop-dev/virtop/internal/testing/fatal"
 )
-
-// recorder is a testing.TB whose Fatalf records the message and stops the
-// goroutine, as testing's does.
-type recorder struct {
-	testing.TB
-	msg string
-}
-
-func (r *recorder) Helper() {}
-
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.msg = fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
-func run(f func(tb testing.TB)) string {
-	r := &recorder{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f(r)
-	}()
-	<-done
-	return r.msg
-}
 
 func TestEventuallyReturnsOnceTheConditionHolds(t *testing.T) {
 	calls := 0
-	msg := run(func(tb testing.TB) {
+	msg := fatal.Message(func(tb testing.TB) {
 		Eventually(tb, "three calls", time.Minute, func() (bool, string) {
 			calls++
 			return calls == 3, fmt.Sprintf("%d calls", calls)
@@ -46,7 +22,7 @@ func TestEventuallyReturnsOnceTheConditionHolds(t *testing.T) {
 	if msg != "" || calls != 3 {
 		t.Errorf("calls %d, failure %q; want 3 calls and no failure", calls, msg)
 	}
-	msg = run(func(tb testing.TB) {
+	msg = fatal.Message(func(tb testing.TB) {
 		Eventually(tb, "a context", time.Minute, func(ctx context.Context) (bool, error) {
 			_, hasDeadline := ctx.Deadline()
 			return hasDeadline, nil
@@ -77,7 +53,7 @@ func TestEventuallyFailsWithTheLastState(t *testing.T) {
 			Eventually(tb, "x", 0, func() (bool, string) { return true, "" })
 		}, "timeout 0s must be positive"},
 	} {
-		if got := run(tc.wait); !strings.Contains(got, tc.want) {
+		if got := fatal.Message(tc.wait); !strings.Contains(got, tc.want) {
 			t.Errorf("%s: failure %q, want it to contain %q", tc.name, got, tc.want)
 		}
 	}
