@@ -200,7 +200,8 @@ func TestDataSafety(t *testing.T) {
 	}
 
 	t.Log("delete under BlockUninstallIfWorkloadsExist: refused by the webhook")
-	before := framework.ManagedResourceVersions(t, b.c)
+	// Taken once the cluster's controllers have caught up after the outage.
+	before := framework.QuietResourceVersions(t, b.c, 5*time.Second, 2*time.Minute)
 	err := b.c.Delete(ctx, b.kv(t))
 	if err == nil {
 		t.Fatal("deleting the KubeVirt resource while a VM and a VMI exist was admitted")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,6 +132,48 @@ func ManagedResourceVersions(t testing.TB, c client.Client) map[string]string {
 			out[gvk[1]+"/"+o.GetNamespace()+"/"+o.GetName()] = o.GetResourceVersion()
 		}
 	}
+	return out
+}
+
+// QuietResourceVersions returns ManagedResourceVersions once it has not
+// changed for quiet (at most timeout). After an API server outage the
+// cluster's own controllers catch up for a while (kube-controller-manager's
+// disruption controller rewrites the PodDisruptionBudgets' status, with
+// back-off on its conflicts): a snapshot taken then records their writes as
+// changes made later. A control plane that never goes quiet fails the test.
+func QuietResourceVersions(t testing.TB, c client.Client, quiet, timeout time.Duration) map[string]string {
+	t.Helper()
+	last := ManagedResourceVersions(t, c)
+	since := time.Now()
+	var written []string
+	took := poll.Eventually(t, fmt.Sprintf("virtop's objects unwritten for %s", quiet), timeout, func() (bool, string) {
+		now := ManagedResourceVersions(t, c)
+		if changed := changedKeys(last, now); len(changed) > 0 {
+			last, since = now, time.Now()
+			written = append(written, changed...)
+			return false, "written: " + strings.Join(changed, ", ")
+		}
+		return time.Since(since) >= quiet, ""
+	})
+	t.Logf("virtop's objects quiet for %s after %s; written meanwhile: %v", quiet, took.Round(100*time.Millisecond), written)
+	return last
+}
+
+// changedKeys are the keys whose values differ between a and b, or that
+// only one of them has, sorted.
+func changedKeys(a, b map[string]string) []string {
+	var out []string
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			out = append(out, k)
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
 	return out
 }
 
