@@ -19,7 +19,6 @@ import (
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	crdwait "github.com/virtop-dev/virtop/internal/testing/crds"
-	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
 )
 
@@ -73,7 +72,6 @@ func TestEveryObjectAcceptedByAPIServer(t *testing.T) {
 					continue
 				}
 				crds++
-				waitEstablished(t, c, o.GetName())
 			}
 			if want := len(s.OfKind("CustomResourceDefinition")); crds != want || want < 16 {
 				t.Fatalf("%d CRDs accepted, want %d (at least 16)", crds, want)
@@ -107,22 +105,6 @@ func TestEveryObjectAcceptedByAPIServer(t *testing.T) {
 	}
 }
 
-func waitEstablished(t *testing.T, c client.Client, name string) {
-	t.Helper()
-	poll.Eventually(t, "CRD "+name+" Established", time.Minute, func(ctx context.Context) (bool, error) {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
-			return false, err
-		}
-		for _, cond := range crd.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-}
-
 // TestTPMEnabledKeptFromV153: a VirtualMachine created with
 // spec.template.spec.domain.devices.tpm.enabled on a v1.5.3 install keeps
 // the field (v1.5.3's schemas come from kubevirt.io/api v1.5.3), where
@@ -154,7 +136,7 @@ func TestTPMEnabledKeptFromV153(t *testing.T) {
 			if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("servercheck"), client.ForceOwnership); err != nil {
 				t.Fatal(err)
 			}
-			waitEstablished(t, env.Client, crd.GetName())
+			crdwait.WaitServed(t, env.Client, time.Minute, crd.(*apiextensionsv1.CustomResourceDefinition))
 			// The API server prunes by the schema it has served since the
 			// last update; wait until it serves this one (a create
 			// through the new schema keeps what it allows).

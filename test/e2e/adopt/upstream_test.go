@@ -144,20 +144,6 @@ func installByUpstream(t *testing.T, c client.Client, dir string, kv *kvv1.KubeV
 		inst.create(t, c, o)
 	}
 	for _, o := range crds {
-		poll.Eventually(t, "CRD "+o.GetName()+" established", framework.DefaultTimeout, func(ctx context.Context) (bool, error) {
-			live := &apiextv1.CustomResourceDefinition{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(o), live); err != nil {
-				return false, err
-			}
-			for _, cond := range live.Status.Conditions {
-				if cond.Type == apiextv1.Established && cond.Status == apiextv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, fmt.Errorf("not established")
-		})
-	}
-	for _, o := range crds {
 		crdwait.WaitServed(t, c, framework.DefaultTimeout, o.(*apiextv1.CustomResourceDefinition))
 	}
 	for _, o := range append(rest, hooks...) {
