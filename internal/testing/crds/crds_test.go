@@ -8,14 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/virtop-dev/virtop/internal/testing/fatal"
-
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/testing/crds"
+	"github.com/virtop-dev/virtop/internal/testing/fatal"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
 )
 
