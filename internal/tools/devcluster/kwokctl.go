@@ -9,7 +9,6 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -79,7 +78,12 @@ func (e *MissingToolsError) Error() string {
 // environment. Its combined output is returned in the error on failure and
 // copied to out (if not nil).
 func (c *Cluster) kwokctl(ctx context.Context, t Tools, out io.Writer, args ...string) error {
-	cmd := exec.CommandContext(ctx, t.Kwokctl, append(args, "--name", c.Name)...)
+	// kwokctl's components inherit its namespace: the cluster's, sealed.
+	ns := c.Netns()
+	if err := ns.Ensure(); err != nil {
+		return err
+	}
+	cmd := ns.CommandContext(ctx, t.Kwokctl, append(args, "--name", c.Name)...)
 	cmd.Env = append(os.Environ(),
 		"KWOK_WORKDIR="+c.KwokWorkdir(),
 		// Neither of these has a flag; both would otherwise be URLs.
@@ -147,6 +151,12 @@ func (c *Cluster) createCluster(ctx context.Context, t Tools) error {
 			// (10 s), and nothing restarts them; one instance needs no election.
 			"--extra-args", "kube-controller-manager=leader-elect=false",
 			"--extra-args", "kube-scheduler=leader-elect=false",
+			// The cluster's namespace has no route, so the API server cannot
+			// derive its address from one: it advertises loopback.
+			"--extra-args", "kube-apiserver=advertise-address=127.0.0.1",
+			// Fake pods' IPs come from a range of this cluster's own.
+			"--extra-args", "kwok-controller=cidr="+c.PodCIDR(),
+			"--extra-args", "kwok-controller=node-ip="+c.NodeIP(),
 			"--disable-qps-limits",
 			"--quiet-pull",
 			"--timeout", "2m",
@@ -235,6 +245,9 @@ func (c *Cluster) StartAll(ctx context.Context) error {
 		return err
 	}
 	if err := c.startCluster(ctx, t); err != nil {
+		return err
+	}
+	if err := c.ensureForwarder(""); err != nil {
 		return err
 	}
 	return c.WaitAPI(ctx, time.Minute)
@@ -388,7 +401,11 @@ func (c *Cluster) StartComponent(name string) (int, error) {
 		return 0, err
 	}
 	defer logf.Close()
-	cmd := exec.Command(comp.Binary, comp.Args...)
+	ns := c.Netns()
+	if err := ns.Ensure(); err != nil {
+		return 0, err
+	}
+	cmd := ns.Command(comp.Binary, comp.Args...)
 	cmd.Dir = comp.WorkDir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = os.Environ()

@@ -119,8 +119,8 @@ func (o *OperatorProcess) Exited() (bool, int) {
 }
 
 // StartOperator starts `<virtop> operator --kubeconfig <state>/kubeconfig
-// --namespace kubevirt --leader-elect` (UpOperatorArgs) as a detached host process (its own session, so it
-// outlives the caller), logging to operator.log and writing operator.pid.
+// --namespace kubevirt --leader-elect` (UpOperatorArgs) as a detached process in the cluster's network namespace (its own
+// session, so it outlives the caller), logging to operator.log and writing operator.pid.
 // If the pidfile names a live operator of this cluster, it is reused.
 func (c *Cluster) StartOperator(virtop string) (*OperatorProcess, error) {
 	if pid, ok := c.OperatorPID(); ok {
@@ -145,7 +145,13 @@ func (c *Cluster) StartOperator(virtop string) (*OperatorProcess, error) {
 		return nil, err
 	}
 	defer devnull.Close()
-	cmd := exec.Command(virtop, args...)
+	// In the cluster's namespace: the API server calls its webhook on the
+	// namespace's loopback.
+	ns := c.Netns()
+	if err := ns.Ensure(); err != nil {
+		return nil, err
+	}
+	cmd := ns.Command(virtop, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

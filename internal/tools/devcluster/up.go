@@ -35,6 +35,11 @@ type ClusterOptions struct {
 	// Nodes is the number of fake nodes (default 3); node 0 is labelled
 	// node-role.kubernetes.io/control-plane.
 	Nodes int
+	// Forwarder is the virtop binary whose hidden netns-forward command
+	// lets the machine reach the sealed cluster's API server (default: this
+	// program). Unused when the caller runs inside the cluster's network
+	// namespace.
+	Forwarder string
 	// KwokTaint taints the fake nodes kwok.x-k8s.io/node=fake:NoSchedule as
 	// kwok's documentation does (off by default: see FakeNode).
 	KwokTaint bool
@@ -83,6 +88,9 @@ func (c *Cluster) Ensure(ctx context.Context, out io.Writer, o ClusterOptions) (
 		tm.Created = true
 		tm.KwokctlCreate = time.Since(t0)
 		fmt.Fprintf(out, "  kwokctl create cluster took %s\n", tm.KwokctlCreate.Round(100*time.Millisecond))
+	}
+	if err := c.ensureForwarder(o.Forwarder); err != nil {
+		return tm, err
 	}
 	if err := c.WaitAPI(ctx, time.Minute); err != nil {
 		return tm, err
@@ -142,6 +150,9 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 		o.Prometheus = PrometheusNone
 	}
 	start := time.Now()
+	if o.Forwarder == "" {
+		o.Forwarder = o.Virtop
+	}
 	if _, err := c.Ensure(ctx, out, o.ClusterOptions); err != nil {
 		return err
 	}
@@ -520,6 +531,9 @@ func (c *Cluster) Delete(ctx context.Context, out io.Writer, grace time.Duration
 		res.Killed = append(res.Killed, desc)
 		_ = terminate(ctx, pid, 5*time.Second)
 	}
+	if err := c.stopForwarder(ctx); err != nil {
+		fmt.Fprintf(out, "! stopping the forwarder: %v\n", err)
+	}
 	procs, err := c.Processes()
 	if err != nil {
 		return res, err
@@ -533,6 +547,12 @@ func (c *Cluster) Delete(ctx context.Context, out io.Writer, grace time.Duration
 	}
 	if procs, err := c.Processes(); err == nil && len(procs) > 0 {
 		return res, fmt.Errorf("processes of cluster %s are still running: %v", c.Name, procs)
+	}
+	if ns := c.Netns(); ns.Exists() {
+		if err := ns.Delete(); err != nil {
+			return res, err
+		}
+		fmt.Fprintf(out, "• Removed network namespace %s\n", ns.Name)
 	}
 
 	entries, err := os.ReadDir(c.StateDir)

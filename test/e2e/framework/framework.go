@@ -66,7 +66,7 @@ func Main(m *testing.M) int {
 		fmt.Println("e2e: -short given: end-to-end tests skip")
 		return m.Run()
 	}
-	code, err := run(m)
+	code, err := sealed(m)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "\ne2e: %v\n", err)
 		if code == 0 {
@@ -76,19 +76,60 @@ func Main(m *testing.M) int {
 	return code
 }
 
-func run(m *testing.M) (code int, err error) {
+// The suite runs sealed: the test binary runs itself again inside its
+// cluster's network namespace (devcluster's, loopback only), so that every
+// process it starts — the cluster's components, the operator, Prometheus,
+// the tests' own clients — shares that loopback and no dial to a fake pod
+// or Service address can leave the machine. These variables carry the
+// suite's directory and cluster name from the first run to the second.
+const (
+	dirEnv     = "VIRTOP_E2E_DIR"
+	clusterEnv = "VIRTOP_E2E_CLUSTER"
+)
+
+func sealed(m *testing.M) (int, error) {
 	if _, err := devcluster.FindTools(); err != nil {
 		return 1, fmt.Errorf("FAIL: cannot run the end-to-end suite: %w", err)
 	}
+	dir, name := os.Getenv(dirEnv), os.Getenv(clusterEnv)
+	if dir != "" && name != "" {
+		return run(m, dir, name)
+	}
+	dir, err := os.MkdirTemp("", "virtop-e2e-")
+	if err != nil {
+		return 1, err
+	}
+	name = UniqueName("e2e")
+	cluster, err := devcluster.NewAt(name, filepath.Join(dir, "state"))
+	if err != nil {
+		return 1, err
+	}
+	ns := cluster.Netns()
+	if err := ns.Ensure(); err != nil {
+		return 1, fmt.Errorf("sealing the suite: %w", err)
+	}
+	defer func() { _ = ns.Delete() }()
+	code, done, err := ns.Reexec(dirEnv+"="+dir, clusterEnv+"="+name)
+	if err != nil || !done {
+		if err == nil {
+			err = fmt.Errorf("the suite already runs inside %s without %s set", ns.Name, dirEnv)
+		}
+		return 1, err
+	}
+	// The sealed run removes the directory when it passes and names it when
+	// it fails; killed by a signal, it could do neither.
+	if _, serr := os.Stat(dir); serr == nil && code >= 128 {
+		fmt.Fprintf(os.Stderr, "e2e: the suite was killed (exit %d); kept %s (logs, state) for inspection\n", code, dir)
+	}
+	return code, nil
+}
+
+func run(m *testing.M, dir, name string) (code int, err error) {
 	suiteStart := time.Now()
-	env := &Env{Nodes: 3}
+	env := &Env{Nodes: 3, Dir: dir}
 	env.Repo = devcluster.FindRepoRoot("")
 	if env.Repo == "" {
 		return 1, fmt.Errorf("cannot find the virtop checkout from the working directory")
-	}
-	env.Dir, err = os.MkdirTemp("", "virtop-e2e-")
-	if err != nil {
-		return 1, err
 	}
 	defer func() {
 		if code == 0 && err == nil {
@@ -108,7 +149,7 @@ func run(m *testing.M) (code int, err error) {
 	}
 	fmt.Printf("e2e: built %s in %s\n", env.VirtopBin, time.Since(t0).Round(100*time.Millisecond))
 
-	env.Cluster, err = devcluster.NewAt(UniqueName("e2e"), filepath.Join(env.Dir, "state"))
+	env.Cluster, err = devcluster.NewAt(name, filepath.Join(env.Dir, "state"))
 	if err != nil {
 		return 1, err
 	}

@@ -1,0 +1,145 @@
+package devcluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/virtop-dev/virtop/internal/tools/netns"
+)
+
+// The local cluster is sealed: every process of it (kwokctl's components,
+// the operator `up` starts) runs in a network namespace of its own whose only
+// interface is loopback. There the API server's dials to a webhook's Service
+// ClusterIP, to a fake pod's IP (webhooks, APIServices, the service proxy)
+// fail at once with "network is unreachable" instead of following the
+// machine's default route out. The machine reaches the API server through a
+// forwarder: a listener on the machine's loopback at the API server's port,
+// handed to a process inside the namespace that dials the same port there.
+// So the kubeconfig's https://127.0.0.1:<port> works from both sides.
+
+// ForwardCommand is the (hidden) virtop command a forwarder runs.
+const ForwardCommand = "netns-forward"
+
+// Netns is the cluster's network namespace: virtop-<name>-<8 hex digits of
+// the state directory>, so that two clusters of one name under two state
+// roots (two users, two test suites) never share one.
+func (c *Cluster) Netns() netns.NS {
+	sum := sha256.Sum256([]byte(c.StateDir))
+	return netns.Named("virtop-" + c.Name + "-" + hex.EncodeToString(sum[:4]))
+}
+
+// PodCIDR is the range kwok gives this cluster's fake pods their IPs from:
+// a /24 in 10.128.0.0/10 picked by the state directory, so that two local
+// clusters on one machine do not share pod IPs (kwok's default is one
+// 10.0.0.0/24 for all), and clear of the Service range 10.96.0.0/12. None
+// of it is reachable: it exists only in the cluster's objects.
+func (c *Cluster) PodCIDR() string {
+	sum := sha256.Sum256([]byte("pods " + c.StateDir))
+	return fmt.Sprintf("10.%d.%d.0/24", 128+int(sum[0])%64, sum[1])
+}
+
+// NodeIP is the address kwok reports for this cluster's fake nodes, in
+// 10.192.0.0/10 (picked like PodCIDR), as unreachable as the pods'.
+func (c *Cluster) NodeIP() string {
+	sum := sha256.Sum256([]byte("pods " + c.StateDir))
+	return fmt.Sprintf("10.%d.%d.1", 192+int(sum[0])%64, sum[1])
+}
+
+// ForwarderPIDFile is the path of the forwarder's pidfile.
+func (c *Cluster) ForwarderPIDFile() string { return filepath.Join(c.StateDir, "forward.pid") }
+
+// ForwarderLog is the path of the forwarder's log.
+func (c *Cluster) ForwarderLog() string { return filepath.Join(c.StateDir, "forward.log") }
+
+// APIServerAddr is host:port of the API server as the kubeconfig names it.
+func (c *Cluster) APIServerAddr() (string, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", c.Kubeconfig(), err)
+	}
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		return "", err
+	}
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "443"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// ensureForwarder makes sure the machine's namespace reaches the API server:
+// nothing to do when the caller already runs inside the cluster's namespace
+// (the end-to-end suites do); otherwise a live forwarder is reused or one is
+// started from the virtop binary virtop.
+func (c *Cluster) ensureForwarder(virtop string) error {
+	ns := c.Netns()
+	if ns.Inside() {
+		return nil
+	}
+	if pid, err := readPID(c.ForwarderPIDFile()); err == nil && alive(pid) && refersTo(procDesc(pid), c.StateDir) {
+		return nil
+	}
+	if virtop == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		virtop = exe
+	}
+	addr, err := c.APIServerAddr()
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(c.ForwarderLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := ns.Command(virtop, ForwardCommand, "--to", addr, "--cluster-state", c.StateDir)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := netns.StartForwarder(cmd, addr); err != nil {
+		return fmt.Errorf("starting the forwarder from the machine's %s into network namespace %s: %w", addr, ns.Name, err)
+	}
+	pid := cmd.Process.Pid
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	if err := os.WriteFile(c.ForwarderPIDFile(), []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+		return err
+	}
+	// A binary without the command exits at once: say so rather than let
+	// the API server look unreachable.
+	select {
+	case err := <-exited:
+		return fmt.Errorf("the forwarder (%s %s) exited at once: %v\n%s", virtop, ForwardCommand, err, tail(c.ForwarderLog(), 10))
+	case <-time.After(300 * time.Millisecond):
+	}
+	return nil
+}
+
+// stopForwarder stops the forwarder named by the pidfile.
+func (c *Cluster) stopForwarder(ctx context.Context) error {
+	pid, err := readPID(c.ForwarderPIDFile())
+	if err == nil && alive(pid) && refersTo(procDesc(pid), c.StateDir) {
+		if err := terminate(ctx, pid, 5*time.Second); err != nil {
+			return err
+		}
+	}
+	if err := os.Remove(c.ForwarderPIDFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
