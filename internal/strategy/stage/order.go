@@ -46,6 +46,28 @@ var (
 	}
 )
 
+// Components lists the order's stages that roll out one of KubeVirt's
+// components (a Deployment or DaemonSet named as the stage), in order.
+func (o Order) Components() []string {
+	var out []string
+	for _, s := range o.Stages {
+		if s.Component() {
+			out = append(out, string(s))
+		}
+	}
+	return out
+}
+
+// Component reports whether the stage rolls out one component, whose name
+// is the stage's.
+func (s Stage) Component() bool {
+	switch s {
+	case VirtAPI, VirtController, VirtHandler, VirtExportProxy:
+		return true
+	}
+	return false
+}
+
 // All lists every stage in install order, the order a strategy's objects
 // are sorted in.
 var All = Install.Stages

@@ -14,13 +14,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	applystage "github.com/virtop-dev/virtop/internal/strategy/stage"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
-// updateOrder is the order in which a running control plane is updated
-// (upstream's, and virtop's barriers): a rollout stuck on one component
-// holds the ones after it.
-var updateOrder = []string{vocab.VirtHandler, vocab.VirtController, vocab.VirtAPI, vocab.VirtExportProxy}
+// updateOrder is the order in which a running control plane is updated,
+// the applier's own (stage.Update): a rollout stuck on one component holds
+// the ones after it.
+var updateOrder = applystage.Update.Components()
 
 // noProgressAfter: a Deployment whose rollout has not progressed for this
 // long is stuck, even before its progressDeadlineSeconds.
