@@ -204,6 +204,12 @@ func start(opts Options, scheme *k8sruntime.Scheme, crdPaths []string, timeout t
 	api.Path = apiServerPath
 	api.Out, api.Err = out, out
 	te.ControlPlane.KubectlPath = kubectlPath
+	// Sealed (Main), the namespace has no route the API server could take
+	// its address from: it advertises loopback, which the endpoint
+	// reconciler refuses to publish, so the kubernetes Service gets no
+	// endpoints (nothing here reaches the API server through it).
+	api.Configure().Set("advertise-address", "127.0.0.1")
+	api.Configure().Set("endpoint-reconciler-type", "none")
 	for k, v := range opts.APIServerArgs {
 		api.Configure().Set(k, v)
 	}

@@ -152,8 +152,11 @@ func (c *Cluster) createCluster(ctx context.Context, t Tools) error {
 			"--extra-args", "kube-controller-manager=leader-elect=false",
 			"--extra-args", "kube-scheduler=leader-elect=false",
 			// The cluster's namespace has no route, so the API server cannot
-			// derive its address from one: it advertises loopback.
+			// derive its address from one: it advertises loopback, which the
+			// endpoint reconciler refuses to publish (the kubernetes Service
+			// has no endpoints; nothing here reaches the API server through it).
 			"--extra-args", "kube-apiserver=advertise-address=127.0.0.1",
+			"--extra-args", "kube-apiserver=endpoint-reconciler-type=none",
 			// Fake pods' IPs come from a range of this cluster's own.
 			"--extra-args", "kwok-controller=cidr="+c.PodCIDR(),
 			"--extra-args", "kwok-controller=node-ip="+c.NodeIP(),
