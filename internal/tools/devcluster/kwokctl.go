@@ -126,8 +126,10 @@ func (c *Cluster) createCluster(ctx context.Context, t Tools) error {
 			return err
 		}
 		// etcd's peer port has no flag: it goes through a configuration file,
-		// which also keeps kwokctl from reading ~/.kwok/kwok.yaml.
-		conf := fmt.Sprintf("apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokctlConfiguration\noptions:\n  etcdPeerPort: %d\n", ports[5])
+		// which also keeps kwokctl from reading ~/.kwok/kwok.yaml, and holds
+		// the components' extra arguments (kwokctl v0.8.0's --extra-args
+		// mixes them up when a component is named twice).
+		conf := fmt.Sprintf("apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokctlConfiguration\noptions:\n  etcdPeerPort: %d\n%s", ports[5], c.componentPatches())
 		confPath := filepath.Join(c.StateDir, "kwokctl.yaml")
 		if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 			return err
@@ -146,20 +148,6 @@ func (c *Cluster) createCluster(ctx context.Context, t Tools) error {
 			"--kube-controller-manager-port", strconv.Itoa(int(ports[2])),
 			"--kube-scheduler-port", strconv.Itoa(int(ports[3])),
 			"--controller-port", strconv.Itoa(int(ports[4])),
-			// With leader election, kube-controller-manager and kube-scheduler
-			// exit when the API server is away longer than their renew deadline
-			// (10 s), and nothing restarts them; one instance needs no election.
-			"--extra-args", "kube-controller-manager=leader-elect=false",
-			"--extra-args", "kube-scheduler=leader-elect=false",
-			// The cluster's namespace has no route, so the API server cannot
-			// derive its address from one: it advertises loopback, which the
-			// endpoint reconciler refuses to publish (the kubernetes Service
-			// has no endpoints; nothing here reaches the API server through it).
-			"--extra-args", "kube-apiserver=advertise-address=127.0.0.1",
-			"--extra-args", "kube-apiserver=endpoint-reconciler-type=none",
-			// Fake pods' IPs come from a range of this cluster's own.
-			"--extra-args", "kwok-controller=cidr="+c.PodCIDR(),
-			"--extra-args", "kwok-controller=node-ip="+c.NodeIP(),
 			"--disable-qps-limits",
 			"--quiet-pull",
 			"--timeout", "2m",
@@ -182,6 +170,45 @@ func (c *Cluster) createCluster(ctx context.Context, t Tools) error {
 		_ = os.RemoveAll(c.KwokClusterDir())
 	}
 	return err
+}
+
+// componentArgs are the flags the cluster's components get beyond
+// kwokctl's own, by component.
+func (c *Cluster) componentArgs() []struct {
+	component string
+	args      [][2]string
+} {
+	return []struct {
+		component string
+		args      [][2]string
+	}{
+		// With leader election, kube-controller-manager and kube-scheduler
+		// exit when the API server is away longer than their renew deadline
+		// (10 s), and nothing restarts them; one instance needs no election.
+		{ComponentKubeControllerManager, [][2]string{{"leader-elect", "false"}}},
+		{ComponentKubeScheduler, [][2]string{{"leader-elect", "false"}}},
+		// The cluster's namespace has no route, so the API server cannot
+		// derive its address from one: it advertises loopback, which the
+		// endpoint reconciler refuses to publish (the kubernetes Service has
+		// no endpoints; nothing here reaches the API server through it).
+		{ComponentKubeAPIServer, [][2]string{{"advertise-address", "127.0.0.1"}, {"endpoint-reconciler-type", "none"}}},
+		// Fake pods' and nodes' IPs come from ranges of this cluster's own.
+		{ComponentKwokController, [][2]string{{"cidr", c.PodCIDR()}, {"node-ip", c.NodeIP()}}},
+	}
+}
+
+// componentPatches is componentArgs as the componentsPatches of a
+// KwokctlConfiguration (YAML, indented for the document's top level).
+func (c *Cluster) componentPatches() string {
+	var b strings.Builder
+	b.WriteString("componentsPatches:\n")
+	for _, comp := range c.componentArgs() {
+		fmt.Fprintf(&b, "- name: %s\n  extraArgs:\n", comp.component)
+		for _, kv := range comp.args {
+			fmt.Fprintf(&b, "  - key: %s\n    value: %q\n", kv[0], kv[1])
+		}
+	}
+	return b.String()
 }
 
 // portClash reports whether a component's log says a port was taken.
