@@ -29,6 +29,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -90,6 +91,7 @@ func (s *summary) run(r io.Reader, w io.Writer) int {
 	output := map[string][]string{} // package/test -> output lines (a dump's excluded)
 	running := map[string]bool{}    // package/test started and not ended
 	var failedTests []string
+	var failedPkgs []event
 	var report bytes.Buffer // what failed, printed and kept in failures.txt
 	s.pkgs = map[string]*pkgFiles{}
 	defer s.closeAll()
@@ -149,10 +151,21 @@ func (s *summary) run(r io.Reader, w io.Writer) int {
 			}
 			pkgFailed++
 			fmt.Fprintf(w, "FAIL  %s (%.1fs)\n", ev.Package, ev.Elapsed)
-			fmt.Fprintf(&report, "\n--- FAIL: package %s (%.1fs)\n", ev.Package, ev.Elapsed)
-			s.tail(&report, output[key])
-			s.where(&report, ev.Package, "")
+			failedPkgs = append(failedPkgs, ev)
 		}
+	}
+	// A failed package's own output (its TestMain's, a build error's),
+	// unless it has none and its failed tests below say it all.
+	for _, ev := range failedPkgs {
+		key := ev.Package + " "
+		if len(output[key]) == 0 && slices.ContainsFunc(append(failedTests, keys(running)...), func(k string) bool {
+			return strings.HasPrefix(k, key)
+		}) {
+			continue
+		}
+		fmt.Fprintf(&report, "\n--- FAIL: package %s (%.1fs)\n", ev.Package, ev.Elapsed)
+		s.tail(&report, output[key])
+		s.where(&report, ev.Package, "")
 	}
 	sort.Strings(failedTests)
 	for _, k := range failedTests {
@@ -198,6 +211,14 @@ func (s *summary) run(r io.Reader, w io.Writer) int {
 		code = 1
 	}
 	return code
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
 
 // tail writes the last s.lines of out, indented, saying how many came
