@@ -2,13 +2,24 @@
 # (kube-apiserver, etcd, kwok, …) come from `make tools` (hack/make/tools.mk).
 
 E2E_TIMEOUT ?= 30m
+# What make test-e2e builds once for every suite (virtop, the release
+# manifests) and where failing suites' directories are kept (kept/).
+E2E_DIR ?= dist/e2e
+E2E_ENV = VIRTOP_E2E_VIRTOP=$(abspath $(E2E_DIR))/virtop \
+	VIRTOP_E2E_RELEASE_MANIFESTS=$(abspath $(E2E_DIR))/release-manifests \
+	VIRTOP_E2E_ARTIFACTS=$(abspath $(E2E_DIR))/kept
 CLUSTER_NAME ?= virtop
 NODES ?= 3
 PROMETHEUS ?= none
 
 .PHONY: test-e2e
-test-e2e: ## end-to-end tests on the local cluster
-	$(GO) test ./test/e2e/... -p 1 -count=1 -timeout $(E2E_TIMEOUT) -v
+test-e2e: tools kustomize ## end-to-end tests on the local cluster, one package at a time (TEST_RELEASES=default|all); a failing suite's logs in dist/e2e/kept
+	rm -rf $(E2E_DIR) && mkdir -p $(E2E_DIR)/kept
+	@# Built once for every suite: virtop (as the suites build it) and the
+	@# release manifests the install and adopt suites apply.
+	$(GO) build -o $(E2E_DIR)/virtop ./cmd/virtop
+	$(MAKE) --no-print-directory release-manifests VERSION=v0.0.0-e2e DIST=$(abspath $(E2E_DIR))/release-manifests PLATFORMS=linux/$(GOARCH)
+	$(call gotest,e2e,-count=1 -p 1 -timeout $(E2E_TIMEOUT) ./test/e2e/...,$(E2E_ENV))
 
 .PHONY: up
 up: build tools-demo ## Start the local cluster with the operator (CLUSTER_NAME, NODES, PROMETHEUS=none|before|late)

@@ -88,7 +88,9 @@ chart-package: ## Package the Helm chart as dist/virtop-CHART_VERSION.tgz (versi
 chart-push: chart-package ## Push the packaged chart to oci://$(CHART_REPOSITORY) (REGISTRY=…; PLAIN_HTTP=1 for a registry without TLS)
 	$(HELM) push $(DIST)/virtop-$(CHART_VERSION).tgz oci://$(CHART_REPOSITORY) $(if $(PLAIN_HTTP),--plain-http)
 
+# CI runs it for this machine's platform only (PLATFORMS=linux/<arch>);
+# make test-all for every platform.
 .PHONY: test-packaging
-test-packaging: tools tools-packaging image ## Packaging tests: the image (pushed to a loopback registry, rebuilt to the same digest), chart vs kustomize, the chart's schema, release manifests applied twice
-	cd hack/image && GOTOOLCHAIN=local $(GO) test -count=1 -timeout $(PACKAGING_TIMEOUT) ./...
-	VIRTOP_IMAGE_TAR=$(abspath $(IMAGE_TAR)) VIRTOP_VERSION=$(VERSION) $(GO) test -json -tags packaging -count=1 -p 1 -timeout $(PACKAGING_TIMEOUT) ./test/packaging/... | $(SUMMARY)
+test-packaging: tools tools-packaging image ## Packaging tests: the image for PLATFORMS (pushed to a loopback registry, rebuilt to the same digest), chart vs kustomize, the chart's schema, release manifests applied twice
+	$(call gotest,packaging-image,-count=1 -timeout $(PACKAGING_TIMEOUT) ./...,cd hack/image && GOTOOLCHAIN=local)
+	$(call gotest,packaging,-tags packaging -count=1 -p 1 -timeout $(PACKAGING_TIMEOUT) ./test/packaging/...,VIRTOP_IMAGE_TAR=$(abspath $(IMAGE_TAR)) VIRTOP_VERSION=$(VERSION) VIRTOP_IMAGE_PLATFORMS="$(PLATFORMS)")

@@ -34,7 +34,18 @@ const (
 	spdxJSON    = "application/spdx+json"
 )
 
-var wantPlatforms = []string{"linux/amd64", "linux/arm64", "linux/s390x"}
+// wantPlatforms are the image's platforms: those KubeVirt ships (make's
+// PLATFORMS), or the ones make test-packaging passes in
+// VIRTOP_IMAGE_PLATFORMS (CI builds this machine's platform only; make
+// test-all builds every one).
+var wantPlatforms = platforms()
+
+func platforms() []string {
+	if v := strings.Fields(os.Getenv("VIRTOP_IMAGE_PLATFORMS")); len(v) > 0 {
+		return v
+	}
+	return []string{"linux/amd64", "linux/arm64", "linux/s390x"}
+}
 
 type descriptor struct {
 	MediaType    string            `json:"mediaType"`
@@ -448,7 +459,7 @@ func TestImagePushAndPullByDigest(t *testing.T) {
 	addr := loopbackRegistry(t)
 	dist := t.TempDir()
 	push := exec.Command("make", "--no-print-directory", "-C", repoRoot(t), "image-push",
-		"REGISTRY="+addr+"/virtop-dev", "VERSION="+version, "DIST="+dist)
+		"REGISTRY="+addr+"/virtop-dev", "VERSION="+version, "DIST="+dist, "PLATFORMS="+strings.Join(wantPlatforms, " "))
 	push.Env = withoutMakeEnv(os.Environ())
 	out, err := push.CombinedOutput()
 	if err != nil {

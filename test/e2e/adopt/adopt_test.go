@@ -5,10 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -33,6 +31,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/testing/testreleases"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
 	"github.com/virtop-dev/virtop/internal/vocab"
@@ -46,7 +45,9 @@ const waitLong = 5 * time.Minute
 // The installations upstream's operator made that virtop takes over: the
 // oldest release of the catalog with the next upgrade after it, the
 // release before the newest with the upgrade to the newest (adoption then
-// an upgrade, the way most platforms will come), and the newest.
+// an upgrade, the way most platforms will come), and the newest (the
+// catalog's default: the only case under VIRTOP_TEST_RELEASES=default, as
+// make test runs it).
 var cases = []struct{ version, upgrade string }{
 	{"v1.5.3", "v1.6.6"},
 	{"v1.8.4", "v1.9.0"},
@@ -78,7 +79,15 @@ func TestAdoptUpgradeHandBack(t *testing.T) {
 	if k.bin, err = toolpaths.Kubectl.Require(); err != nil {
 		t.Fatal(err)
 	}
+	var versions []string
 	for _, tc := range cases {
+		versions = append(versions, tc.version)
+	}
+	selected := testreleases.Select(t, versions)
+	for _, tc := range cases {
+		if !slices.Contains(selected, tc.version) {
+			continue
+		}
 		if !t.Run(tc.version, func(t *testing.T) { adoptCase(t, env, c, k, dir, operatorYAML, tc.version, tc.upgrade) }) {
 			break
 		}
@@ -178,17 +187,9 @@ func adoptCase(t *testing.T, env *framework.Env, c client.Client, k kubectl, dir
 // (`make release-manifests`, one platform) and returns its path.
 func renderManifest(t *testing.T, env *framework.Env) string {
 	t.Helper()
-	if _, err := toolpaths.Kustomize.Require(); err != nil {
-		t.Fatalf("%v: the release manifests are rendered with kustomize (`make tools-packaging` or `make kustomize`)", err)
-	}
-	dist := t.TempDir()
-	cmd := exec.Command("make", "--no-print-directory", "-C", env.Repo, "release-manifests", "VERSION=v0.0.0-e2e", "DIST="+dist, "PLATFORMS=linux/"+runtime.GOARCH)
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		name, _, _ := strings.Cut(kv, "=")
-		return name == "MAKEFLAGS" || name == "MFLAGS" || name == "MAKELEVEL" || name == "MAKEOVERRIDES"
-	})
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make release-manifests: %v\n%s", err, out)
+	dist, took := framework.ReleaseManifests(t, env)
+	if took > 0 {
+		t.Logf("MEASURE make release-manifests: %s", took.Round(100*time.Millisecond))
 	}
 	return filepath.Join(dist, "virtop-operator.yaml")
 }

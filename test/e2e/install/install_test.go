@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -42,7 +41,7 @@ import (
 const (
 	// releaseVersion is the VERSION the manifests are rendered for; on
 	// kwok nothing pulls the image, the test checks the pin.
-	releaseVersion = "v0.0.0-e2e"
+	releaseVersion = framework.ReleaseManifestsVersion
 	operatorImage  = "ghcr.io/virtop-dev/virtop:" + releaseVersion
 	installNS      = devcluster.InstallNamespace
 	operatorSA     = "kubevirt-operator"
@@ -86,23 +85,13 @@ func TestReleaseManifestsInstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := toolpaths.Kustomize.Require(); err != nil {
-		t.Fatalf("%v: the release manifests are rendered with kustomize, built by `make tools-packaging` (or `make kustomize`)", err)
-	}
 	testStart := time.Now()
 
-	// 1. Render, as a release does.
-	dist := t.TempDir()
-	t0 := time.Now()
-	// One platform is enough here (the image is not pulled on kwok): the
-	// test checks that the manifest pins the digest `make image` wrote.
-	makeCmd := exec.Command("make", "--no-print-directory", "-C", env.Repo, "release-manifests", "VERSION="+releaseVersion, "DIST="+dist,
-		"PLATFORMS=linux/"+runtime.GOARCH)
-	makeCmd.Env = withoutMakeEnv(os.Environ())
-	if out, err := makeCmd.CombinedOutput(); err != nil {
-		t.Fatalf("make release-manifests: %v\n%s", err, out)
+	// 1. Render, as a release does (once per run under make test-e2e).
+	dist, rendered := framework.ReleaseManifests(t, env)
+	if rendered > 0 {
+		t.Logf("MEASURE make release-manifests: %s", rendered.Round(100*time.Millisecond))
 	}
-	t.Logf("MEASURE make release-manifests: %s", time.Since(t0).Round(100*time.Millisecond))
 	operatorYAML := filepath.Join(dist, "virtop-operator.yaml")
 	crYAML := filepath.Join(dist, "kubevirt-cr.yaml")
 	manifest := decodeFile(t, operatorYAML)
@@ -123,7 +112,7 @@ func TestReleaseManifestsInstall(t *testing.T) {
 	// 2b. A cluster as users have it: remove the base (and what 2a added
 	// to it) so the manifest creates everything.
 	removeSuiteBase(t, c)
-	t0 = time.Now()
+	t0 := time.Now()
 	k.run("apply", "--server-side", "--validate=strict", "-f", operatorYAML)
 	t.Logf("MEASURE kubectl apply --server-side of the operator manifest (%d objects): %s", len(manifest), time.Since(t0).Round(100*time.Millisecond))
 	took := env.WaitDeploymentAvailable(t, installNS, operatorDeploy, waitLong)
@@ -537,13 +526,4 @@ func resourceVersions(t *testing.T, c client.Client, objs []*unstructured.Unstru
 		out[o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()] = get(t, c, o).GetResourceVersion()
 	}
 	return out
-}
-
-// withoutMakeEnv drops the variables a parent make (`make test`) passes
-// down, so the child make sees only its own command line.
-func withoutMakeEnv(env []string) []string {
-	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
-		name, _, _ := strings.Cut(kv, "=")
-		return name == "MAKEFLAGS" || name == "MFLAGS" || name == "MAKELEVEL" || name == "MAKEOVERRIDES"
-	})
 }
