@@ -12,7 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -135,19 +134,17 @@ func run(m *testing.M, dir, name string) (code int, err error) {
 		if code == 0 && err == nil {
 			_ = os.RemoveAll(env.Dir)
 		} else {
-			fmt.Fprintf(os.Stderr, "e2e: kept %s (logs, state) for inspection\n", env.Dir)
+			fmt.Fprintf(os.Stderr, "e2e: kept %s (logs, state) for inspection\n", KeepArtifacts(env.Dir))
 		}
 	}()
 
 	t0 := time.Now()
 	env.VirtopBin = filepath.Join(env.Dir, "bin", "virtop")
-	build := exec.Command("go", "build", "-o", env.VirtopBin, "./cmd/virtop")
-	build.Dir = env.Repo
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
+	how, err := BuildVirtop(env.Repo, env.VirtopBin)
+	if err != nil {
 		return 1, fmt.Errorf("building virtop: %w", err)
 	}
-	fmt.Printf("e2e: built %s in %s\n", env.VirtopBin, time.Since(t0).Round(100*time.Millisecond))
+	fmt.Printf("e2e: virtop %s: %s in %s\n", how, env.VirtopBin, time.Since(t0).Round(100*time.Millisecond))
 
 	env.Cluster, err = devcluster.NewAt(name, filepath.Join(env.Dir, "state"))
 	if err != nil {
