@@ -141,3 +141,77 @@ func TestPlantedSigningKeyRefused(t *testing.T) {
 		t.Errorf("status.generations records %q for the key, want %q", recorded, want)
 	}
 }
+
+// TestEnsureRecordsTheKeyFirst: the fingerprint is written into the
+// KubeVirt status before the Secret exists, so a crash between the two
+// leaves a record without a key (replaced by the next pass) and never a key
+// without its record; a key without a matching record is refused at the
+// Ensure level with its own reason, and no Job is created.
+func TestEnsureRecordsTheKeyFirst(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	c := env.Client
+	ctx := context.Background()
+	createJobAccount(t, c, ns)
+	kv, cfg := newConfig(t, ns, "v1.5.3")
+	createKubeVirt(t, c, kv)
+	r := strategyjob.New(c, c, "example.com/virtop:test")
+
+	// A record left by a pass that crashed before creating the Secret.
+	strategyjob.RecordKey(kv, []byte("a key that was never created"))
+	if err := c.Status().Update(ctx, kv); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Ensure(ctx, kv, cfg); err != nil {
+		t.Fatal(err)
+	}
+	sec := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: vocab.StrategySigningKeySecret}, sec); err != nil {
+		t.Fatal(err)
+	}
+	live := &kvv1.KubeVirt{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(kv), live); err != nil {
+		t.Fatal(err)
+	}
+	want := strategyjob.KeyFingerprint(sec.Data[vocab.StrategySigningKeyKey])
+	var records []string
+	for _, g := range live.Status.Generations {
+		if g.Name == vocab.StrategySigningKeySecret {
+			records = append(records, g.Hash)
+		}
+	}
+	if len(records) != 1 || records[0] != want {
+		t.Fatalf("status.generations records %v for the key, want [%s]", records, want)
+	}
+	if _, err := r.Ensure(ctx, live, cfg); err != nil {
+		t.Fatalf("second pass, the key recorded: %v", err)
+	}
+
+	// The same Secret with no record (a KubeVirt resource that never saw
+	// it): refused, no Job.
+	fresh, _ := newConfig(t, ns, "v1.5.3")
+	if err := c.Get(ctx, client.ObjectKeyFromObject(kv), fresh); err != nil {
+		t.Fatal(err)
+	}
+	fresh.Status.Generations = nil
+	if err := c.Status().Update(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	var jobs batchv1.JobList
+	st, err := r.Ensure(ctx, fresh, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.FailedReason != kvv1.ReasonStrategySigningKeyUntrusted || !strings.Contains(st.Failed, vocab.StrategySigningKeySecret) {
+		t.Errorf("state %+v, want reason %s naming the Secret", st, kvv1.ReasonStrategySigningKeyUntrusted)
+	}
+	if err := c.List(ctx, &jobs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs.Items) != 0 {
+		t.Errorf("%d Jobs created with an untrusted key", len(jobs.Items))
+	}
+}
