@@ -11,21 +11,26 @@ const KubeVirtConditionMonitoringReady KubeVirtConditionType = "MonitoringReady"
 // Reasons virtop sets on the KubeVirt conditions; docs/api.md records
 // what each means.
 const (
-	ReasonAllComponentsReady    = "AllComponentsReady"
-	ReasonAllResourcesCreated   = "AllResourcesCreated"
-	ReasonDeploymentInProgress  = "DeploymentInProgress"
-	ReasonUpdateInProgress      = "UpdateInProgress"
-	ReasonDeploymentFailed      = "DeploymentFailed"
-	ReasonInvalidConfiguration  = "InvalidConfiguration"
-	ReasonStrategyPending       = "StrategyPending"
-	ReasonStrategyJobFailed     = "StrategyJobFailed"
-	ReasonExistingDeployment    = "ExistingDeployment"
-	ReasonDeletionInProgress    = "DeletionInProgress"
-	ReasonDeletionBlocked       = "DeletionBlocked"
-	ReasonDeletionFailed        = "DeletionFailed"
-	ReasonNoErrors              = "NoErrors"
-	ReasonSynchronized          = "Synchronized"
-	ReasonMonitoringApplyFailed = "ApplyFailed"
+	ReasonAllComponentsReady   = "AllComponentsReady"
+	ReasonAllResourcesCreated  = "AllResourcesCreated"
+	ReasonDeploymentInProgress = "DeploymentInProgress"
+	ReasonUpdateInProgress     = "UpdateInProgress"
+	ReasonDeploymentFailed     = "DeploymentFailed"
+	ReasonInvalidConfiguration = "InvalidConfiguration"
+	ReasonStrategyPending      = "StrategyPending"
+	ReasonStrategyJobFailed    = "StrategyJobFailed"
+	// ReasonStrategySigningKeyUntrusted: Secret virtop-strategy-signing-key
+	// exists but is not the key this operator created (its fingerprint is
+	// not the one status.generations records), so no strategy Job runs
+	// and no strategy ConfigMap is loaded until it is deleted.
+	ReasonStrategySigningKeyUntrusted = "StrategySigningKeyUntrusted"
+	ReasonExistingDeployment          = "ExistingDeployment"
+	ReasonDeletionInProgress          = "DeletionInProgress"
+	ReasonDeletionBlocked             = "DeletionBlocked"
+	ReasonDeletionFailed              = "DeletionFailed"
+	ReasonNoErrors                    = "NoErrors"
+	ReasonSynchronized                = "Synchronized"
+	ReasonMonitoringApplyFailed       = "ApplyFailed"
 
 	// The version path (internal/versionpath): the requested version is
 	// refused and the running release is left as it is.

@@ -92,8 +92,8 @@ var ownNamespacedRules = []ownRule{
 // does, nothing more. Its Role ships with the operator's (config/rbac, the
 // chart); the operator creates no RBAC of its own at run time.
 var strategyJobRules = []ownRule{
-	{"The strategy ConfigMap, written with server-side apply: a patch, which the API server also authorizes as create while the ConfigMap does not exist. Its name changes with every deployment ID, so it cannot be named here. Nothing is read (no get, list or watch), and the signing key reaches the pod through a secretKeyRef the kubelet resolves: no Secret access.",
-		rule("", []string{"configmaps"}, "create", "patch")},
+	{"The strategy ConfigMap, created (a plain create; an existing one is left as it is and the operator checks its signature). No patch or update: the account can change no existing ConfigMap of the namespace (kubevirt-ca among them), and the strategy's name changes with every deployment ID, so it could not be named here. Nothing is read (no get, list or watch), and the signing key reaches the pod through a secretKeyRef the kubelet resolves: no Secret access.",
+		rule("", []string{"configmaps"}, "create")},
 }
 
 // sccResource is OpenShift's SecurityContextConstraints, cluster-scoped.

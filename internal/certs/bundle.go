@@ -9,7 +9,7 @@ import (
 )
 
 // maxBundle caps the CAs a bundle holds, as upstream (MergeCABundle) does,
-// so a hand-edited ConfigMap cannot grow it without bound.
+// so a record of previous CAs cannot grow it without bound.
 const maxBundle = 10
 
 // parseBundle returns the CA certificates of a PEM bundle. Blocks that are
@@ -37,7 +37,8 @@ func parseBundle(data []byte) []*x509.Certificate {
 }
 
 // bundle is the trust a CA ConfigMap carries: the current CA first, then
-// the previous ones still trusted, newest first.
+// the previous ones still trusted, newest first (those the CA Secret
+// records under vocab.PreviousCABundleKey).
 type bundle struct {
 	certs []*x509.Certificate
 	pem   []byte
@@ -87,10 +88,17 @@ func mergeBundle(current *x509.Certificate, previous []*x509.Certificate, overla
 			b.changeAt = until
 		}
 	}
-	for _, c := range b.certs {
-		b.pem = append(b.pem, pem.EncodeToMemory(&pem.Block{Type: pemCertificate, Bytes: c.Raw})...)
-	}
+	b.pem = encodeBundle(b.certs)
 	return b
+}
+
+// encodeBundle is the canonical PEM of certs, in their order.
+func encodeBundle(certs []*x509.Certificate) []byte {
+	var out []byte
+	for _, c := range certs {
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: pemCertificate, Bytes: c.Raw})...)
+	}
+	return out
 }
 
 // signer returns the CA of the bundle that signed cert, or nil.

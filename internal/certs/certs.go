@@ -5,8 +5,8 @@
 // expire, and injects the CA bundle into the webhooks, APIServices and
 // Route that need it.
 //
-// Fill is a function of its inputs: the plan, the live Secrets and
-// ConfigMaps, the lifetimes, the clock and the random source. Given live
+// Fill is a function of its inputs: the plan, the live Secrets, the
+// lifetimes, the clock and the random source. Given live
 // objects equal to its own previous output and a clock before the next
 // rotation, it returns byte-identical data, so steady state writes
 // nothing. Nothing here logs, and no error or report carries secret
@@ -19,7 +19,9 @@
 //     and kubevirt-export-ca ("export.kubevirt.io@<unix>"), each stored as
 //     tls.crt/tls.key in its Secret and published, with the previous CAs
 //     still in their overlap, under "ca-bundle" in the ConfigMap of the
-//     same name;
+//     same name (upstream reads the previous CAs back from that ConfigMap;
+//     virtop keeps them in the CA Secret under "previous-ca-bundle" and
+//     never reads the ConfigMap, which others may edit);
 //   - kubevirt-ca signs every component certificate, the export proxy's
 //     included; kubevirt-export-ca signs nothing here: virt-controller
 //     mounts it to sign the export servers' certificates, and
@@ -282,12 +284,14 @@ func (m *Manager) reissueDelay(caRenewBefore time.Duration) time.Duration {
 	return min(d, caRenewBefore/2)
 }
 
-// Live holds the live Secrets and ConfigMaps of the install namespace by
-// name (from the caller's cache). Nil maps and missing entries mean the
-// object does not exist. Fill never modifies them.
+// Live holds the live Secrets of the install namespace by name (from the
+// caller's cache). A nil map and missing entries mean the Secret does not
+// exist. Fill never modifies them. The CA ConfigMaps are not among its
+// inputs: they are output only (anyone who may patch ConfigMaps in the
+// install namespace can write them), and the previous CAs still trusted
+// are read from the CA Secrets' own record (vocab.PreviousCABundleKey).
 type Live struct {
-	Secrets    map[string]*corev1.Secret
-	ConfigMaps map[string]*corev1.ConfigMap
+	Secrets map[string]*corev1.Secret
 }
 
 // Certificate is the state of one certificate after Fill.

@@ -2,6 +2,7 @@ package certs
 
 import (
 	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"slices"
@@ -168,23 +169,30 @@ func unfit(cert *x509.Certificate, sec *corev1.Secret, duration time.Duration, n
 
 func (m *Manager) resolveCA(s *spec, live Live, planned bool, lt config.Certificates, now time.Time, rnd io.Reader) (*caState, Certificate, error) {
 	duration, renew := lt.CADuration.Duration, lt.CARenewBefore.Duration
-	var previous []*x509.Certificate
-	if cm := live.ConfigMaps[s.name]; cm != nil {
-		previous = parseBundle([]byte(cm.Data[vocab.CABundleKey]))
-	}
+	// The previous CAs still trusted come from the CA Secret's own record,
+	// which only writers of the CA's key can change. The CA ConfigMap is
+	// output only: anyone who may patch ConfigMaps in the install namespace
+	// can edit it, so nothing in it is trusted (a CA planted there would
+	// otherwise reach every caBundle for the whole overlap).
 	sec := live.Secrets[s.name]
+	previous := previousCAs(sec, s)
 	pair, reason := liveKeyPair(sec)
 	if reason == "" {
 		reason = checkCA(pair.cert, s)
 	}
 	if reason == "" {
 		// A sound CA stays trusted through the overlap even when it is
-		// replaced, also when its ConfigMap was lost.
+		// replaced.
 		previous = append(previous, pair.cert)
 		reason = unfit(pair.cert, sec, duration, now)
 		if reason == "" && !now.Before(pair.cert.NotAfter.Add(-renew)) {
 			reason = ReasonRenewalDue
 		}
+	} else if c := certOnly(sec); c != nil && checkCA(c, s) == "" {
+		// Its key is lost or damaged, but the certificate is one of this
+		// CA's (the CA Secret is the operator's to write): what it signed
+		// stays trusted through the overlap.
+		previous = append(previous, c)
 	}
 	c := Certificate{Name: s.name, Kind: KindCA, Reason: reason, Issued: reason != ""}
 	if c.Issued {
@@ -279,6 +287,9 @@ func fillObject(o client.Object, specs specSet, pairs map[string]*keyPair, cas m
 			c.Annotations = map[string]string{}
 		}
 		c.Annotations[vocab.CertificateDurationAnnotation] = duration.String()
+		if st, ok := cas[t.Name]; ok && len(st.bundle.certs) > 1 {
+			c.Data[vocab.PreviousCABundleKey] = encodeBundle(st.bundle.certs[1:])
+		}
 		return c
 	case *corev1.ConfigMap:
 		st, ok := cas[t.Name]
@@ -322,6 +333,40 @@ func fillObject(o client.Object, specs specSet, pairs map[string]*keyPair, cas m
 		return c
 	}
 	return o
+}
+
+// certOnly parses the certificate of a Secret's tls.crt alone, or nil.
+func certOnly(sec *corev1.Secret) *x509.Certificate {
+	if sec == nil {
+		return nil
+	}
+	block, _ := pem.Decode(sec.Data[corev1.TLSCertKey])
+	if block == nil || block.Type != pemCertificate {
+		return nil
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil
+	}
+	return c
+}
+
+// previousCAs are the previous CAs a CA Secret records (PreviousCABundleKey)
+// that still look like CAs of s: self-signed, allowed to sign, named
+// "<prefix>@<unix>". Their retirement needs no record: each leaves the
+// bundle when the CA after it is older than the overlap, or at its expiry
+// (mergeBundle), which the certificates themselves tell.
+func previousCAs(sec *corev1.Secret, s *spec) []*x509.Certificate {
+	if sec == nil {
+		return nil
+	}
+	var out []*x509.Certificate
+	for _, c := range parseBundle(sec.Data[vocab.PreviousCABundleKey]) {
+		if checkCA(c, s) == "" {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // injectWebhook sets the CA bundle of a webhook served by a Service; a

@@ -175,7 +175,8 @@ func runDoctor(ctx context.Context, o doctorOptions, out io.Writer) error {
 	}
 	report, err := doctorReport(ctx, cfg, where, prom, o.timeout)
 	if err != nil {
-		return &ExitError{Code: 2, Err: err}
+		// The error may quote the cluster: shown, never obeyed.
+		return &ExitError{Code: 2, Err: errors.New(doctor.Printable(err.Error()))}
 	}
 	if o.output == "json" {
 		err = report.WriteJSON(out)

@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtop-dev/virtop/internal/config"
@@ -36,8 +35,11 @@ func newDumpInstallStrategyCommand() *cobra.Command {
 (JSON, as the operator writes it into the strategy Job) with this binary's
 catalog, sign it with the key in $` + vocab.EnvStrategySigningKey + ` (the operator's
 Secret ` + vocab.StrategySigningKeySecret + `; the operator loads no ConfigMap whose
-signature does not check), and write it as the strategy ConfigMap into the config's namespace
-with server-side apply, so a retried Job is harmless.
+signature does not check), and create it as the strategy ConfigMap in the config's namespace.
+The Job's account may only create ConfigMaps, never change one: when the ConfigMap
+exists already (a retried pod), that is success, and the operator checks its
+signature as it would check any other (one it does not trust is deleted and the
+Job runs again).
 
 The cluster comes from the standard loading rules and kubectl's connection
 flags: --kubeconfig, $KUBECONFIG or ~/.kube/config, else the pod's service
@@ -106,23 +108,26 @@ func dumpInstallStrategy(ctx context.Context, raw, signingKey string, kube *clus
 	if err != nil {
 		return &ExitError{Code: 1, Err: fmt.Errorf("build client: %w", err)}
 	}
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cm)
-	if err != nil {
-		return fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
-	}
 	// A slow or unreachable API server is waited for (up to the command's
 	// timeout): the Job's log says so while it lasts.
 	rep := progress.Start(fmt.Sprintf("the API server at %s to take ConfigMap %s/%s", restCfg.Host, cm.Namespace, cm.Name),
 		progress.ForStderr(log, false))
-	rep.Reason("server-side apply sent")
-	err = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u}), client.FieldOwner(vocab.FieldManager), client.ForceOwnership)
+	rep.Reason("create sent")
+	// A plain create: the Job's Role grants create on ConfigMaps and no
+	// patch (a server-side apply is a patch), so its account cannot change
+	// any existing ConfigMap of the namespace (kubevirt-ca among them).
+	err = c.Create(ctx, cm, client.FieldOwner(vocab.FieldManager))
 	rep.Stop()
+	if apierrors.IsAlreadyExists(err) {
+		fmt.Fprintf(log, "ConfigMap %s/%s exists already (an earlier attempt wrote it); the operator checks its signature\n", cm.Namespace, cm.Name)
+		return nil
+	}
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("%w (after %s)", err, dumpInstallStrategyTimeout)
 		}
 		return &ExitError{Code: 1, Err: fmt.Errorf("write ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)}
 	}
-	fmt.Fprintf(log, "Wrote ConfigMap %s/%s (server-side apply, field manager %s)\n", cm.Namespace, cm.Name, vocab.FieldManager)
+	fmt.Fprintf(log, "Created ConfigMap %s/%s (field manager %s)\n", cm.Namespace, cm.Name, vocab.FieldManager)
 	return nil
 }

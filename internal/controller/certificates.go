@@ -29,28 +29,22 @@ var (
 	}, []string{"secret"})
 )
 
-// liveCertificates reads the install namespace's Secrets and ConfigMaps
-// (from the cache) for the plan's certificate step: live certificates are
-// kept while they are valid, others issued.
+// liveCertificates reads the install namespace's Secrets (from the cache)
+// for the plan's certificate step: live certificates are kept while they
+// are valid, others issued. The CA ConfigMaps are not read: they are
+// output only (certs.Live).
 func (r *Reconciler) liveCertificates(ctx context.Context, namespace string) (*plan.Certificates, error) {
 	m := r.Certs
 	if m == nil {
 		m = &certs.Manager{Clock: r.Clock}
 	}
-	live := certs.Live{Secrets: map[string]*corev1.Secret{}, ConfigMaps: map[string]*corev1.ConfigMap{}}
+	live := certs.Live{Secrets: map[string]*corev1.Secret{}}
 	var secrets corev1.SecretList
 	if err := r.Client.List(ctx, &secrets, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("list Secrets: %w", err)
 	}
 	for i := range secrets.Items {
 		live.Secrets[secrets.Items[i].Name] = &secrets.Items[i]
-	}
-	var cms corev1.ConfigMapList
-	if err := r.Client.List(ctx, &cms, client.InNamespace(namespace)); err != nil {
-		return nil, fmt.Errorf("list ConfigMaps: %w", err)
-	}
-	for i := range cms.Items {
-		live.ConfigMaps[cms.Items[i].Name] = &cms.Items[i]
 	}
 	return &plan.Certificates{Manager: m, Live: live}, nil
 }

@@ -20,19 +20,20 @@ import (
 func (s *scope) facts() kvstatus.Facts {
 	kv := s.kv
 	f := kvstatus.Facts{
-		Invalid:             s.invalid,
-		StrategyPending:     s.strategy.Pending,
-		StrategyFailed:      s.strategy.Failed,
-		Created:             s.applied.Created,
-		Ready:               s.applied.Ready,
-		WaitingOn:           s.applied.WaitingOn,
-		MonitoringErr:       s.applied.MonitoringErr,
-		Updating:            s.updating(),
-		PreviouslyAvailable: kvstatus.StatusOf(s.orig.Status.Conditions, kvv1.KubeVirtConditionAvailable),
-		PreviousMonitoring:  kvstatus.Find(s.orig.Status.Conditions, kvv1.KubeVirtConditionMonitoringReady),
-		Deleting:            kv.DeletionTimestamp != nil,
-		DeletionBlocked:     s.blocked,
-		Deleted:             s.deleted,
+		Invalid:              s.invalid,
+		StrategyPending:      s.strategy.Pending,
+		StrategyFailed:       s.strategy.Failed,
+		StrategyFailedReason: s.strategy.FailedReason,
+		Created:              s.applied.Created,
+		Ready:                s.applied.Ready,
+		WaitingOn:            s.applied.WaitingOn,
+		MonitoringErr:        s.applied.MonitoringErr,
+		Updating:             s.updating(),
+		PreviouslyAvailable:  kvstatus.StatusOf(s.orig.Status.Conditions, kvv1.KubeVirtConditionAvailable),
+		PreviousMonitoring:   kvstatus.Find(s.orig.Status.Conditions, kvv1.KubeVirtConditionMonitoringReady),
+		Deleting:             kv.DeletionTimestamp != nil,
+		DeletionBlocked:      s.blocked,
+		Deleted:              s.deleted,
 	}
 	if f.Invalid == nil {
 		f.Invalid = s.strategy.Invalid

@@ -116,7 +116,7 @@ type HandlerTLSInput struct {
 type Certificates struct {
 	// Manager issues and rotates; nil means one with the real clock.
 	Manager *certs.Manager
-	// Live are the install namespace's Secrets and ConfigMaps.
+	// Live are the install namespace's Secrets.
 	Live certs.Live
 }
 

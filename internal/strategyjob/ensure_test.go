@@ -44,6 +44,15 @@ func newConfig(t *testing.T, ns, version string) (*kvv1.KubeVirt, *config.Deploy
 	return kv, cfg
 }
 
+// createKubeVirt creates kv: the Runner records the signing key's
+// fingerprint in its status.
+func createKubeVirt(t *testing.T, c client.Client, kv *kvv1.KubeVirt) {
+	t.Helper()
+	if err := c.Create(context.Background(), kv); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func getJob(t *testing.T, c client.Client, ns, name string) *batchv1.Job {
 	t.Helper()
 	job := &batchv1.Job{}
@@ -109,6 +118,7 @@ func TestEnsureCreatesJobAndReplacesFailedOne(t *testing.T) {
 	c := env.Client
 	ctx := context.Background()
 	kv, cfg := newConfig(t, ns, "v1.5.3")
+	createKubeVirt(t, c, kv)
 	clk := clocktesting.NewFakePassiveClock(time.Now())
 	r := strategyjob.New(c, c, "example.com/virtop:test")
 	r.Clock = clk
@@ -260,6 +270,7 @@ func TestEnsureSucceededWithoutConfigMap(t *testing.T) {
 	c := env.Client
 	ctx := context.Background()
 	kv, cfg := newConfig(t, ns, "v1.5.3")
+	createKubeVirt(t, c, kv)
 	clk := clocktesting.NewFakePassiveClock(time.Now())
 	r := strategyjob.New(c, c, "example.com/virtop:test")
 	r.Clock = clk
@@ -372,6 +383,7 @@ func TestEnsureNamesAMissingServiceAccount(t *testing.T) {
 	c := env.Client
 	ctx := context.Background()
 	kv, cfg := newConfig(t, ns, "v1.5.3")
+	createKubeVirt(t, c, kv)
 	r := strategyjob.New(c, c, "example.com/virtop:test")
 	if _, err := r.Ensure(ctx, kv, cfg); err != nil {
 		t.Fatal(err)

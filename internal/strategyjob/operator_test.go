@@ -168,7 +168,7 @@ func TestOperatorInstallsVersionOutsideItsCatalog(t *testing.T) {
 		t.Fatalf("virtop dump-install-strategy: %v\n%s", err, out)
 	}
 	t.Logf("virtop dump-install-strategy:\n%s", out)
-	if !strings.Contains(out, "Wrote ConfigMap "+ns+"/"+strategy.ConfigMapName(kv.Status.TargetDeploymentID)) {
+	if !strings.Contains(out, "Created ConfigMap "+ns+"/"+strategy.ConfigMapName(kv.Status.TargetDeploymentID)) {
 		t.Errorf("the process did not say what it wrote:\n%s", out)
 	}
 	// The ConfigMap is signed with the key of the operator's Secret, which
@@ -187,7 +187,7 @@ func TestOperatorInstallsVersionOutsideItsCatalog(t *testing.T) {
 	if refs := sec.OwnerReferences; len(refs) != 1 || refs[0].UID != kv.UID {
 		t.Errorf("signing key Secret owned by %v, want the KubeVirt resource %s", refs, kv.UID)
 	}
-	// A retried pod is harmless: the apply is idempotent.
+	// A retried pod is harmless: the ConfigMap exists, and is left as it is.
 	if out, err := runJobAsHostProcess(t, env, job, bin); err != nil {
 		t.Fatalf("second run: %v\n%s", err, out)
 	}

@@ -3,9 +3,12 @@ package strategyjob
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -40,14 +43,20 @@ const (
 	runningRecheck = 15 * time.Second
 	// deletionRecheck waits for a deleted Job to go away.
 	deletionRecheck = 2 * time.Second
+	// untrustedKeyRecheck looks again at a signing key Secret the operator
+	// did not create (its deletion also wakes the reconciler).
+	untrustedKeyRecheck = 30 * time.Second
 )
 
 // State is how the strategy Job of a deployment is doing.
 type State struct {
 	// Pending says what the strategy waits for; Failed why the last
-	// attempt failed (it is retried after RequeueAfter).
+	// attempt failed (it is retried after RequeueAfter) or why no Job can
+	// run, with FailedReason as the condition reason then (empty means
+	// StrategyJobFailed).
 	Pending      string
 	Failed       string
+	FailedReason string
 	RequeueAfter time.Duration
 }
 
@@ -145,6 +154,16 @@ func (r *Runner) Ensure(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.Depl
 			return State{}, errors.New("no strategy image is set (--strategy-image)")
 		}
 		if err := r.ensureKey(ctx, kv); err != nil {
+			var untrusted *UntrustedKeyError
+			if errors.As(err, &untrusted) {
+				ctrl.LoggerFrom(ctx).Info("Not running the install strategy Job: the signing key Secret is not this operator's", "secret", untrusted.Secret.String())
+				return State{
+					Pending:      fmt.Sprintf("Waiting for the install strategy of %s: no Job runs while the signing key is untrusted", cfg.Version),
+					Failed:       untrusted.Error(),
+					FailedReason: kvv1.ReasonStrategySigningKeyUntrusted,
+					RequeueAfter: untrustedKeyRecheck,
+				}, nil
+			}
 			return State{}, err
 		}
 		job = Job(cfg, r.Image)
@@ -406,20 +425,37 @@ func attemptsWord(n int) string {
 	return fmt.Sprintf("%d attempts failed", n)
 }
 
-// ensureKey creates the Secret holding the key the Job signs the strategy
-// ConfigMap with, when it is missing: 32 random bytes, hex-encoded, owned
-// by the KubeVirt resource so it goes with it. It carries the strategy
-// label, which keeps prune and uninstall from taking it for a control
-// plane object.
+// ensureKey makes sure the strategy signing key Secret is the one this
+// operator created: when it is missing, a new key (32 random bytes,
+// hex-encoded, owned by the KubeVirt resource so it goes with it) is
+// created, its fingerprint recorded first in the KubeVirt resource's
+// status (RecordKey), which only the operator writes; when it exists, its
+// fingerprint must be the recorded one, else it is an
+// *UntrustedKeyError: a key someone else created before the operator
+// (whoever may create Secrets in the install namespace, KubeVirt's own
+// virt-controller among them) would let them sign strategies. The Secret
+// carries the strategy label, which keeps prune and uninstall from taking
+// it for a control plane object.
 func (r *Runner) ensureKey(ctx context.Context, kv *kvv1.KubeVirt) error {
 	key := client.ObjectKey{Namespace: kv.Namespace, Name: vocab.StrategySigningKeySecret}
-	err := r.Reader.Get(ctx, key, &corev1.Secret{})
-	if err == nil || !apierrors.IsNotFound(err) {
+	live := &corev1.Secret{}
+	err := r.Reader.Get(ctx, key, live)
+	if err == nil {
+		return checkKey(kv, live)
+	}
+	if !apierrors.IsNotFound(err) {
 		return err
 	}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
 		return err
+	}
+	value := []byte(hex.EncodeToString(raw))
+	// The record comes first: a crash between the two writes leaves a
+	// record of a key that never existed, replaced on the next pass, and
+	// never a key without its record.
+	if err := r.recordKey(ctx, kv, value); err != nil {
+		return fmt.Errorf("record the strategy signing key's fingerprint in the KubeVirt status: %w", err)
 	}
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
@@ -428,28 +464,112 @@ func (r *Runner) ensureKey(ctx context.Context, kv *kvv1.KubeVirt) error {
 			Labels:    map[string]string{vocab.InstallStrategyLabel: "", vocab.ManagedByLabel: vocab.ManagedByValue},
 		},
 		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{vocab.StrategySigningKeyKey: []byte(hex.EncodeToString(raw))},
+		Data: map[string][]byte{vocab.StrategySigningKeyKey: value},
 	}
 	if kv.UID != "" {
 		sec.OwnerReferences = []metav1.OwnerReference{{APIVersion: kvv1.GroupVersion.String(), Kind: "KubeVirt", Name: kv.Name, UID: kv.UID}}
 	}
-	if err := r.Client.Create(ctx, sec, client.FieldOwner(vocab.ManagedByValue)); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := r.Client.Create(ctx, sec, client.FieldOwner(vocab.ManagedByValue)); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			// Someone created it between the read and the create: it is
+			// not the recorded key.
+			return &UntrustedKeyError{Secret: key}
+		}
 		return fmt.Errorf("create the strategy signing key Secret %s: %w", key, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Created the strategy signing key", "secret", key.String())
 	return nil
 }
 
+// UntrustedKeyError says the signing key Secret is not the one this
+// operator created for the KubeVirt resource.
+type UntrustedKeyError struct {
+	Secret client.ObjectKey
+}
+
+func (e *UntrustedKeyError) Error() string {
+	return fmt.Sprintf("Secret %s was not created by this operator (the fingerprint of its key is not the one recorded in the KubeVirt status), "+
+		"so strategies signed with it are not trusted; delete it and the operator creates its own", e.Secret)
+}
+
+// keyRecordHashPrefix starts the fingerprint recorded in status.generations.
+const keyRecordHashPrefix = "sha256:"
+
+// KeyFingerprint is what the KubeVirt status records of a signing key: the
+// SHA-256 of the Secret's value (a one-way digest of 32 random bytes, so
+// publishing it in the status reveals nothing of the key).
+func KeyFingerprint(key []byte) string {
+	sum := sha256.Sum256(key)
+	return keyRecordHashPrefix + hex.EncodeToString(sum[:])
+}
+
+// isKeyRecord says whether g is the signing key's record of namespace ns.
+func isKeyRecord(g kvv1.GenerationStatus, ns string) bool {
+	return g.Group == "" && g.Resource == "secrets" && g.Namespace == ns && g.Name == vocab.StrategySigningKeySecret
+}
+
+// RecordKey records key's fingerprint in kv's status.generations (upstream's
+// list of the objects its operator created, with their hash), in memory.
+// The status subresource is written by the operator alone: KubeVirt's own
+// components may only read the resource, and editing its spec does not
+// give access to its status.
+func RecordKey(kv *kvv1.KubeVirt, key []byte) {
+	rec := kvv1.GenerationStatus{Resource: "secrets", Namespace: kv.Namespace, Name: vocab.StrategySigningKeySecret, Hash: KeyFingerprint(key)}
+	gens := slices.DeleteFunc(slices.Clone(kv.Status.Generations), func(g kvv1.GenerationStatus) bool { return isKeyRecord(g, kv.Namespace) })
+	kv.Status.Generations = append(gens, rec)
+}
+
+// recordedKey is the fingerprint kv's status records, or "".
+func recordedKey(kv *kvv1.KubeVirt) string {
+	for _, g := range kv.Status.Generations {
+		if isKeyRecord(g, kv.Namespace) {
+			return g.Hash
+		}
+	}
+	return ""
+}
+
+// checkKey says whether sec holds the key whose fingerprint kv records.
+func checkKey(kv *kvv1.KubeVirt, sec *corev1.Secret) error {
+	rec := recordedKey(kv)
+	if rec == "" || subtle.ConstantTimeCompare([]byte(rec), []byte(KeyFingerprint(sec.Data[vocab.StrategySigningKeyKey]))) != 1 {
+		return &UntrustedKeyError{Secret: client.ObjectKeyFromObject(sec)}
+	}
+	return nil
+}
+
+// recordKey writes key's record into the KubeVirt status before the key
+// exists, and updates kv (its resourceVersion and status.generations) so
+// the pass's own status write follows on from it. The patch holds the
+// resourceVersion kv was read at: a concurrent change fails it, and the
+// pass is retried.
+func (r *Runner) recordKey(ctx context.Context, kv *kvv1.KubeVirt, key []byte) error {
+	base := kv.DeepCopy()
+	cur := kv.DeepCopy()
+	RecordKey(cur, key)
+	if err := r.Client.Status().Patch(ctx, cur, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}),
+		client.FieldOwner(vocab.StatusFieldManager)); err != nil {
+		return err
+	}
+	kv.ResourceVersion = cur.ResourceVersion
+	kv.Status.Generations = cur.Status.Generations
+	return nil
+}
+
 // Verify says whether cm was written by this operator's strategy Job: its
-// signature checks with the key of the install namespace's Secret. A
-// ConfigMap that fails is never decoded.
-func (r *Runner) Verify(ctx context.Context, cm *corev1.ConfigMap) error {
+// signature checks with the key of the install namespace's Secret, and
+// that key is the one the operator created for kv (its fingerprint is the
+// one kv's status records). A ConfigMap that fails is never decoded.
+func (r *Runner) Verify(ctx context.Context, kv *kvv1.KubeVirt, cm *corev1.ConfigMap) error {
 	sec := &corev1.Secret{}
 	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: cm.Namespace, Name: vocab.StrategySigningKeySecret}, sec)
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("there is no signing key (Secret %s/%s), so virtop's strategy Job did not write it", cm.Namespace, vocab.StrategySigningKeySecret)
 	}
 	if err != nil {
+		return err
+	}
+	if err := checkKey(kv, sec); err != nil {
 		return err
 	}
 	return strategy.CheckSignature(cm, sec.Data[vocab.StrategySigningKeyKey])

@@ -52,6 +52,10 @@ const (
 	// CABundleKey is the data key of the CA ConfigMaps that holds the PEM
 	// bundle.
 	CABundleKey = "ca-bundle"
+	// PreviousCABundleKey is the data key of a CA Secret that records, as
+	// PEM, the previous CAs still trusted (newest first): virtop's own
+	// record, read back instead of the ConfigMap, which is output only.
+	PreviousCABundleKey = "previous-ca-bundle"
 )
 
 // Admission webhook configurations, as upstream names them.

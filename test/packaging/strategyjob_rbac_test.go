@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
@@ -104,6 +105,17 @@ func TestStrategyJobRBAC(t *testing.T) {
 			},
 		},
 	}
+	// It creates its ConfigMap and changes none: kubevirt-ca (whose
+	// bundle the operator once read back) and the strategy ConfigMaps
+	// are out of its reach, by merge patch and by server-side apply.
+	for _, name := range []string{vocab.CASecretName, strategy.ConfigMapName(job.Annotations[vocab.InstallStrategyIdentifierAnnotation])} {
+		refused("patching ConfigMap "+name, asJob.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}},
+			client.RawPatch("application/merge-patch+json", []byte(`{"data":{"planted":"x"}}`))))
+		applied := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": name, "namespace": ns}, "data": map[string]any{"planted": "x"}}}
+		refused("applying ConfigMap "+name, asJob.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner("planter"), client.ForceOwnership))
+		refused("updating ConfigMap "+name, asJob.Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}))
+	}
 	refused("creating a Deployment", asJob.Create(ctx, dep))
 	refused("patching Deployment virt-api", asJob.Patch(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "virt-api", Namespace: ns}},
 		client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"replicas":0}}`))))
@@ -142,8 +154,8 @@ func TestStrategyJobRBAC(t *testing.T) {
 		t.Fatalf("virtop %s as ServiceAccount %s: exit %d\n%s%s", strings.Join(ctr.Command[1:], " "), sa, code, out.String(), errOut.String())
 	}
 	t.Logf("virtop dump-install-strategy as %s:\n%s%s", sa, out.String(), errOut.String())
-	// A retried pod applies the same ConfigMap again: a patch of an
-	// existing object.
+	// A retried pod finds its ConfigMap there already: success, and the
+	// ConfigMap is left as it is.
 	out.Reset()
 	errOut.Reset()
 	if code := cli.Main(args, &out, &errOut); code != 0 {

@@ -23,8 +23,11 @@ type Facts struct {
 	Invalid error
 	// StrategyPending says the strategy is being produced (the Job runs).
 	StrategyPending string
-	// StrategyFailed says the strategy Job failed (it is retried).
-	StrategyFailed string
+	// StrategyFailed says the strategy Job failed (it is retried), or why
+	// it cannot run; StrategyFailedReason is the reason for the latter
+	// (empty: StrategyJobFailed).
+	StrategyFailed       string
+	StrategyFailedReason string
 	// ApplyErr is a transient failure while applying.
 	ApplyErr error
 	// Created is true once every planned object exists.
@@ -155,8 +158,12 @@ func Conditions(f Facts) map[kvv1.KubeVirtConditionType]Cond {
 	}
 	switch {
 	case f.StrategyFailed != "":
-		set(kvv1.KubeVirtConditionDegraded, t, kvv1.ReasonStrategyJobFailed, f.StrategyFailed)
-		set(kvv1.KubeVirtConditionSynchronized, fl, kvv1.ReasonStrategyJobFailed, f.StrategyFailed)
+		reason := kvv1.ReasonStrategyJobFailed
+		if f.StrategyFailedReason != "" {
+			reason = f.StrategyFailedReason
+		}
+		set(kvv1.KubeVirtConditionDegraded, t, reason, f.StrategyFailed)
+		set(kvv1.KubeVirtConditionSynchronized, fl, reason, f.StrategyFailed)
 	case f.ApplyErr != nil:
 		reason := reasonOf(f.ApplyErr, kvv1.ReasonDeploymentFailed)
 		set(kvv1.KubeVirtConditionDegraded, t, reason, f.ApplyErr.Error())

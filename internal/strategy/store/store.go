@@ -53,9 +53,10 @@ type Jobs interface {
 	// Done is called once the strategy of cfg has loaded from its
 	// ConfigMap, to delete finished Jobs.
 	Done(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) error
-	// Verify says whether the Job wrote cm (its signature checks); the
-	// Store decodes no ConfigMap that fails.
-	Verify(ctx context.Context, cm *corev1.ConfigMap) error
+	// Verify says whether the Job wrote cm (its signature checks with the
+	// key the operator created for kv); the Store decodes no ConfigMap
+	// that fails.
+	Verify(ctx context.Context, kv *kvv1.KubeVirt, cm *corev1.ConfigMap) error
 }
 
 // Store resolves strategies. Its memory is its own: one Store per
@@ -97,10 +98,11 @@ type Resolution struct {
 	// image can render).
 	Invalid error
 	// Pending says the strategy is being produced (the Job runs); Failed
-	// that an attempt failed (it is retried). RequeueAfter is when to look
-	// again.
-	Pending, Failed string
-	RequeueAfter    time.Duration
+	// that an attempt failed (it is retried) or why none can run, with
+	// FailedReason as its condition reason (empty: StrategyJobFailed).
+	// RequeueAfter is when to look again.
+	Pending, Failed, FailedReason string
+	RequeueAfter                  time.Duration
 }
 
 // Resolve returns the strategy of cfg for the KubeVirt resource kv: from
@@ -210,7 +212,7 @@ func (s *Store) load(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.Deploym
 	if err != nil {
 		return Resolution{}, err
 	}
-	return Resolution{Pending: state.Pending, Failed: state.Failed, RequeueAfter: state.RequeueAfter}, nil
+	return Resolution{Pending: state.Pending, Failed: state.Failed, FailedReason: state.FailedReason, RequeueAfter: state.RequeueAfter}, nil
 }
 
 // refusal is why a ConfigMap is not loaded, with the event reason.
@@ -227,7 +229,7 @@ type refusal struct {
 // StrategyCorrupt for one that does not read as a strategy of cfg. An
 // error is a failure to read the key.
 func (s *Store) trusted(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig, cm *corev1.ConfigMap) (*strategy.Strategy, *refusal, error) {
-	if err := s.Jobs.Verify(ctx, cm); err != nil {
+	if err := s.Jobs.Verify(ctx, kv, cm); err != nil {
 		if isAPIError(err) {
 			return nil, nil, err
 		}

@@ -77,8 +77,12 @@ type jobs struct {
 	verifier      *strategyjob.Runner
 }
 
-func (j *jobs) Verify(ctx context.Context, cm *corev1.ConfigMap) error {
-	return j.verifier.Verify(ctx, cm)
+// Verify checks with the key of signingKey's Secret, which the test plays
+// the operator creating: its fingerprint is recorded on a copy of kv.
+func (j *jobs) Verify(ctx context.Context, kv *kvv1.KubeVirt, cm *corev1.ConfigMap) error {
+	kv = kv.DeepCopy()
+	strategyjob.RecordKey(kv, testKey)
+	return j.verifier.Verify(ctx, kv, cm)
 }
 
 // testKey is the signing key of signingKey's Secret.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -17,6 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
+
+	"github.com/virtop-dev/virtop/internal/monitoring/placement"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // How doctor reached Prometheus (PromSource.Via).
@@ -62,6 +66,13 @@ type PromSource struct {
 	Error string `json:"error,omitempty"`
 	// Tried are the candidates asked before, each with why it failed.
 	Tried []string `json:"tried,omitempty"`
+	// Trusted says, for --prometheus auto, whether the Prometheus is in a
+	// namespace the operator trusts (its --prometheus-namespaces, or the
+	// KubeVirt resource's spec.monitorNamespace); Trust says which those
+	// are and why this one was chosen. Candidates in trusted namespaces
+	// are asked first: a tenant's Prometheus may answer anything.
+	Trusted *bool  `json:"trusted,omitempty"`
+	Trust   string `json:"trust,omitempty"`
 }
 
 // PrometheusOptions say which Prometheus doctor asks.
@@ -230,6 +241,8 @@ type promCandidate struct {
 	service *corev1.Service
 	port    corev1.ServicePort
 	rank    int
+	// trusted: the Prometheus is in a namespace the operator trusts.
+	trusted bool
 }
 
 // proxyPath is the candidate's base path on the API server:
@@ -283,12 +296,14 @@ func (f *Facts) promPodLabels(p *monitoringv1.Prometheus) []map[string]string {
 }
 
 // prometheusCandidates are the Services to ask the Prometheuses that select
-// KubeVirt's ServiceMonitor through, best first: a Service whose selector
-// picks this Prometheus's pods by name, then one that picks Prometheus pods
-// in general (prometheus-operated), then a selectorless prometheus-operated
-// (its EndpointSlices written by hand).
+// KubeVirt's ServiceMonitor through, best first: those of Prometheuses in
+// namespaces the operator trusts (trustsPrometheus) before any other, then
+// a Service whose selector picks this Prometheus's pods by name, then one
+// that picks Prometheus pods in general (prometheus-operated), then a
+// selectorless prometheus-operated (its EndpointSlices written by hand).
 func (f *Facts) prometheusCandidates() []promCandidate {
 	selecting, _ := f.smSelecting()
+	trust := f.promTrust()
 	var out []promCandidate
 	for _, p := range selecting {
 		podLabels := f.promPodLabels(p)
@@ -324,11 +339,93 @@ func (f *Facts) prometheusCandidates() []promCandidate {
 			if !ok {
 				continue
 			}
-			out = append(out, promCandidate{prom: p, service: svc, port: port, rank: rank})
+			out = append(out, promCandidate{prom: p, service: svc, port: port, rank: rank, trusted: trust.trusts(p.Namespace)})
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].rank < out[j].rank })
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].trusted != out[j].trusted {
+			return out[i].trusted
+		}
+		return out[i].rank < out[j].rank
+	})
 	return out
+}
+
+// promTrustSet is what the operator trusts of Prometheus namespaces, as
+// doctor can tell: the operator's --prometheus-namespaces (read from the
+// virt-operator Deployment's arguments, else its default), plus the
+// KubeVirt resource's spec.monitorNamespace.
+type promTrustSet struct {
+	namespaces []string
+	// from says where namespaces came from.
+	from string
+	// monitorNamespace is the KubeVirt resource's, "" if none.
+	monitorNamespace string
+}
+
+func (t promTrustSet) trusts(ns string) bool {
+	if ns == "" {
+		return false
+	}
+	return ns == t.monitorNamespace || slices.Contains(t.namespaces, ns) || slices.Contains(t.namespaces, placement.AllNamespaces)
+}
+
+// describe names the trusted namespaces and where doctor learned them.
+func (t promTrustSet) describe() string {
+	s := fmt.Sprintf("%s %s", t.from, strings.Join(t.namespaces, ","))
+	if t.monitorNamespace != "" {
+		s += fmt.Sprintf(", and spec.monitorNamespace %s", t.monitorNamespace)
+	}
+	return s
+}
+
+// promTrust reads what the operator trusts.
+func (f *Facts) promTrust() promTrustSet {
+	t := promTrustSet{namespaces: placement.DefaultPrometheusNamespaces(), from: "the operator's default " + placement.PrometheusNamespacesFlag}
+	if v, ok := f.operatorFlag(placement.PrometheusNamespacesFlag); ok {
+		t.namespaces, t.from = nil, "the operator's "+placement.PrometheusNamespacesFlag
+		for _, ns := range strings.Split(v, ",") {
+			if ns = strings.TrimSpace(ns); ns != "" {
+				t.namespaces = append(t.namespaces, ns)
+			}
+		}
+	}
+	for _, kv := range f.kubeVirtsIn(f.Where.Namespace) {
+		if ns := kv.Spec.MonitorNamespace; ns != "" {
+			t.monitorNamespace = ns
+		}
+	}
+	return t
+}
+
+// operatorFlag is the value of a flag of virtop's operator, as the
+// Deployment virt-operator passes it (--flag=value or --flag value).
+func (f *Facts) operatorFlag(flag string) (string, bool) {
+	d := f.deployment(vocab.VirtOperator)
+	if d == nil {
+		return "", false
+	}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		args := append(append([]string(nil), c.Command...), c.Args...)
+		for i, a := range args {
+			if v, ok := strings.CutPrefix(a, flag+"="); ok {
+				return v, true
+			}
+			if a == flag && i+1 < len(args) {
+				return args[i+1], true
+			}
+		}
+	}
+	return "", false
+}
+
+// trustNote is the header's note on the chosen Prometheus's trust.
+func (t promTrustSet) note(c promCandidate) string {
+	if c.trusted {
+		return fmt.Sprintf("chosen: %s is in a namespace the operator trusts (%s)", promName(c.prom), t.describe())
+	}
+	return fmt.Sprintf("%s is NOT in a namespace the operator trusts (%s): no Prometheus there selects KubeVirt's ServiceMonitor and answered, so this one was asked; "+
+		"whoever runs it decides what it answers, so weigh its monitoring checks accordingly", promName(c.prom), t.describe())
 }
 
 // webPort picks the Service port of Prometheus's web server: named web,

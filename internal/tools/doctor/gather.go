@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
@@ -285,11 +286,13 @@ func (g *Gatherer) autoPrometheus(ctx context.Context, f *Facts, timeout time.Du
 	}
 	var tried []string
 	var last *PromFacts
+	trust := f.promTrust()
 	for _, c := range cands {
 		ep := Endpoint{
 			URL:       strings.TrimSuffix(g.Config.Host, "/") + c.proxyPath(),
 			Transport: rt,
-			Source:    PromSource{Via: ViaServiceProxy, Auth: AuthKubeconfig, Resource: promName(c.prom), Service: c.describe()},
+			Source: PromSource{Via: ViaServiceProxy, Auth: AuthKubeconfig, Resource: promName(c.prom), Service: c.describe(),
+				Trusted: ptr.To(c.trusted), Trust: trust.note(c)},
 		}
 		pf := GatherPrometheus(ctx, ep, f.Where.Namespace, timeout)
 		pf.Source.Tried = tried

@@ -20,8 +20,10 @@ type fakeProm struct {
 	up map[string]float64
 	// names are kubevirt_* metric names -> series count; pods likewise.
 	names, pods map[string]int
-	// ruleNames are the rules of the single loaded group.
+	// ruleNames are the rules of the single loaded group, named group
+	// ("" is alerts.rules).
 	ruleNames []string
+	group     string
 	// firing alert names.
 	firing []string
 	// queries records what was asked.
@@ -76,7 +78,11 @@ func (p *fakeProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		groups := []map[string]any{{"name": "other.rules", "file": "/etc/prometheus/rules/other.yaml", "interval": 30, "rules": []any{}}}
 		if len(rules) > 0 {
-			groups = append(groups, map[string]any{"name": "alerts.rules", "file": "/etc/prometheus/rules/prometheus-kubevirt-rules.yaml", "interval": 30, "rules": rules})
+			name := p.group
+			if name == "" {
+				name = "alerts.rules"
+			}
+			groups = append(groups, map[string]any{"name": name, "file": "/etc/prometheus/rules/prometheus-kubevirt-rules.yaml", "interval": 30, "rules": rules})
 		}
 		body = map[string]any{"status": "success", "data": map[string]any{"groups": groups}}
 	case "/api/v1/alerts":

@@ -87,10 +87,11 @@ func (r *Report) WriteJSON(w io.Writer) error {
 
 // Header is the first lines of the text report: which kubeconfig file,
 // context, API server, user and namespace doctor looked at, and which
-// Prometheus it asked.
+// Prometheus it asked. Every field is Printable.
 func (r *Report) Header() string {
 	var b strings.Builder
 	w := r.Where
+	p := Printable
 	switch {
 	case w.ContextSource == ContextInCluster:
 		b.WriteString("Kubeconfig: none: in-cluster configuration\n")
@@ -115,31 +116,46 @@ func (r *Report) Header() string {
 		case KubeconfigFromDefault:
 			from = " (the default file)"
 		}
-		fmt.Fprintf(&b, "Kubeconfig: %s%s\n", file, from)
+		fmt.Fprintf(&b, "Kubeconfig: %s%s\n", p(file), p(from))
 	}
 	switch w.ContextSource {
 	case ContextFromFlag:
-		fmt.Fprintf(&b, "Context:    %s (--context)\n", w.Context)
+		fmt.Fprintf(&b, "Context:    %s (--context)\n", p(w.Context))
 	case ContextFromCurrent:
-		fmt.Fprintf(&b, "Context:    %s (only the kubeconfig's current-context: no --context given; pass --context %s to be sure of the cluster)\n", w.Context, w.Context)
+		fmt.Fprintf(&b, "Context:    %s (only the kubeconfig's current-context: no --context given; pass --context %s to be sure of the cluster)\n", p(w.Context), p(w.Context))
 	case ContextInCluster:
 		fmt.Fprintf(&b, "Context:    (none: in-cluster configuration)\n")
 	default:
-		fmt.Fprintf(&b, "Context:    %s\n", w.Context)
+		fmt.Fprintf(&b, "Context:    %s\n", p(w.Context))
 	}
-	fmt.Fprintf(&b, "API server: %s\n", w.Server)
+	fmt.Fprintf(&b, "API server: %s\n", p(w.Server))
 	user := w.User
 	if user == "" {
 		user = "(none named by the context)"
 	}
-	fmt.Fprintf(&b, "User:       %s\n", user)
-	fmt.Fprintf(&b, "Namespace:  %s\n", w.Namespace)
+	fmt.Fprintf(&b, "User:       %s\n", p(user))
+	fmt.Fprintf(&b, "Namespace:  %s\n", p(w.Namespace))
 	fmt.Fprintf(&b, "Prometheus: %s\n", describePrometheus(r.Prometheus))
 	return b.String()
 }
 
-// describePrometheus is the header's Prometheus line.
-func describePrometheus(p *PromSource) string {
+// describePrometheus is the header's Prometheus line, its fields Printable.
+func describePrometheus(src *PromSource) string {
+	if src == nil {
+		return describePrometheusFields(nil)
+	}
+	p := *src
+	for _, s := range []*string{&p.URL, &p.CAFile, &p.Resource, &p.Service, &p.Version, &p.Error, &p.Trust} {
+		*s = Printable(*s)
+	}
+	p.Tried = make([]string, len(src.Tried))
+	for i, t := range src.Tried {
+		p.Tried[i] = Printable(t)
+	}
+	return describePrometheusFields(&p)
+}
+
+func describePrometheusFields(p *PromSource) string {
 	if p == nil {
 		return "not asked (pass --prometheus auto to ask the one that selects KubeVirt's ServiceMonitor, or --prometheus-url)"
 	}
@@ -183,6 +199,9 @@ func describePrometheus(p *PromSource) string {
 	if p.Error != "" {
 		b.WriteString(": " + p.Error)
 	}
+	if p.Trust != "" {
+		b.WriteString("\n            (" + p.Trust + ")")
+	}
 	for _, t := range p.Tried {
 		b.WriteString("\n            (tried first: " + t + ")")
 	}
@@ -191,23 +210,26 @@ func describePrometheus(p *PromSource) string {
 
 // WriteText writes the report for people: where doctor looked, the
 // verdict with its likely causes, the upgrade and VM lines, the failing
-// checks with their next commands, then the rest.
+// checks with their next commands, then the rest. Every field is
+// Printable: what the cluster or Prometheus wrote into it is shown, never
+// obeyed by the terminal.
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
+	p := Printable
 	b.WriteString(r.Header())
-	fmt.Fprintf(&b, "\nVerdict: %s\n", r.Verdict)
-	fmt.Fprintf(&b, "  %s\n", r.Headline)
+	fmt.Fprintf(&b, "\nVerdict: %s\n", p(string(r.Verdict)))
+	fmt.Fprintf(&b, "  %s\n", p(r.Headline))
 	for _, c := range r.Causes {
-		fmt.Fprintf(&b, "  Likely cause (%s): %s\n", c.Check, c.Cause)
+		fmt.Fprintf(&b, "  Likely cause (%s): %s\n", p(c.Check), p(c.Cause))
 		if c.Hint != "" {
-			fmt.Fprintf(&b, "    next: %s\n", c.Hint)
+			fmt.Fprintf(&b, "    next: %s\n", p(c.Hint))
 		}
 	}
 	if r.Upgrade != "" && !r.upgradeIsCause() {
-		fmt.Fprintf(&b, "  Upgrade: %s\n", r.Upgrade)
+		fmt.Fprintf(&b, "  Upgrade: %s\n", p(r.Upgrade))
 	}
 	if r.VMs != "" {
-		fmt.Fprintf(&b, "  VMs: %s\n", r.VMs)
+		fmt.Fprintf(&b, "  VMs: %s\n", p(r.VMs))
 	}
 
 	var problems, rest []Check
@@ -244,9 +266,9 @@ func (r *Report) WriteText(w io.Writer) error {
 }
 
 func writeCheck(b *strings.Builder, c Check) {
-	fmt.Fprintf(b, "  %-4s %s: %s\n", label(c.Status), c.Name, c.Evidence)
+	fmt.Fprintf(b, "  %-4s %s: %s\n", label(c.Status), Printable(c.Name), Printable(c.Evidence))
 	if c.Hint != "" {
-		fmt.Fprintf(b, "       next: %s\n", c.Hint)
+		fmt.Fprintf(b, "       next: %s\n", Printable(c.Hint))
 	}
 }
 
