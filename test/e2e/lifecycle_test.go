@@ -35,7 +35,7 @@ func TestClusterLifecycleLeavesNoProcess(t *testing.T) {
 			t.Logf("output:\n%s", out.String())
 		}
 	})
-	tm, err := c.Ensure(ctx, &out, devcluster.ClusterOptions{Nodes: 2})
+	tm, err := c.Ensure(ctx, &out, devcluster.ClusterOptions{Nodes: 2, Forwarder: env.VirtopBin})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestClusterLifecycleLeavesNoProcess(t *testing.T) {
 	}
 
 	// Ensure again reuses it.
-	tm2, err := c.Ensure(ctx, &out, devcluster.ClusterOptions{Nodes: 2})
+	tm2, err := c.Ensure(ctx, &out, devcluster.ClusterOptions{Nodes: 2, Forwarder: env.VirtopBin})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -99,6 +100,10 @@ func (c *Cluster) ensureForwarder(virtop string) error {
 		}
 		virtop = exe
 	}
+	// A test binary would run its tests instead of the command.
+	if strings.HasSuffix(filepath.Base(virtop), ".test") {
+		return fmt.Errorf("%s is a test binary, not virtop: pass a virtop binary as ClusterOptions.Forwarder to reach cluster %s from outside its network namespace", virtop, c.Name)
+	}
 	addr, err := c.APIServerAddr()
 	if err != nil {
 		return err
@@ -110,6 +115,9 @@ func (c *Cluster) ensureForwarder(virtop string) error {
 	defer logf.Close()
 	cmd := ns.Command(virtop, ForwardCommand, "--to", addr, "--cluster-state", c.StateDir)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// Nothing of the caller's environment: the forwarder needs none, and a
+	// test harness's variables must not steer it.
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := netns.StartForwarder(cmd, addr); err != nil {
 		return fmt.Errorf("starting the forwarder from the machine's %s into network namespace %s: %w", addr, ns.Name, err)
