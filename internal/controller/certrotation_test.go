@@ -109,14 +109,20 @@ func readCertState(t *testing.T, c client.Client, ns string) (*certState, error)
 // verifyServing checks that the serving certificate chains to a CA of
 // roots for virt-api's service name, now.
 func verifyServing(serving *x509.Certificate, roots []*x509.Certificate, ns string) error {
+	return verifyServingAt(serving, roots, ns, time.Time{})
+}
+
+// verifyServingAt is verifyServing at a given time (zero: now).
+func verifyServingAt(serving *x509.Certificate, roots []*x509.Certificate, ns string, at time.Time) error {
 	pool := x509.NewCertPool()
 	for _, r := range roots {
 		pool.AddCert(r)
 	}
 	_, err := serving.Verify(x509.VerifyOptions{
-		Roots:     pool,
-		DNSName:   vocab.VirtAPI + "." + ns + ".svc",
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		Roots:       pool,
+		CurrentTime: at,
+		DNSName:     vocab.VirtAPI + "." + ns + ".svc",
+		KeyUsages:   []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	})
 	return err
 }

@@ -110,6 +110,10 @@ type scope struct {
 	// plan: what to apply; the tuning is reported however the pass ends.
 	plan   *plan.Plan
 	tuning *tuningPass
+	// migrate: the storage migration still under way or stopped, which
+	// holds the new release back (renew then renews the certificates
+	// alone and ends the pass).
+	migration migration
 	// apply: how the rollout stands.
 	applied apply.Outcome
 	// uninstall: why it waits for the user; deleted once nothing is left.
@@ -150,6 +154,7 @@ func (r *Reconciler) installSteps() []step {
 		{"plan", true, r.plan},
 		{"takeover", true, r.takeOver},
 		{"migrate", true, r.migrateStorage},
+		{"renew", true, r.renewWhileMigrating},
 		{"apply", true, r.apply},
 		{"prune", true, r.prune},
 		{"record", false, r.record},
@@ -171,8 +176,9 @@ func (r *Reconciler) deleteSteps() []step {
 
 // DefaultPassTimeout bounds a pass when Reconciler.PassTimeout is zero. A
 // healthy pass takes milliseconds to seconds (docs/benchmarks.md); storage
-// migration of many objects is the longest step, and resumes in the next
-// pass where it stopped.
+// migration of many objects is the longest step: it takes at most half of
+// what is left of a pass, and resumes in the next pass where it stopped
+// (its progress is recorded on the CRD).
 const DefaultPassTimeout = 5 * time.Minute
 
 // finishTimeout bounds the status writes that end a pass, timed out or not.

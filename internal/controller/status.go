@@ -38,6 +38,9 @@ func (s *scope) facts() kvstatus.Facts {
 	if f.Invalid == nil {
 		f.Invalid = s.strategy.Invalid
 	}
+	if f.WaitingOn == "" {
+		f.WaitingOn = s.migration.waiting
+	}
 	if s.plan != nil {
 		f.Monitoring = s.plan.Monitoring
 		f.Withheld = s.plan.Withheld()

@@ -103,8 +103,11 @@ func TestStepsAlone(t *testing.T) {
 	if !runStep(t, "plan", r.plan, s) || s.plan == nil || s.plan.Certificates == nil || s.plan.Monitoring == nil {
 		t.Fatalf("plan: %+v", s.plan)
 	}
-	if !runStep(t, "migrate", r.migrateStorage, s) {
-		t.Fatal("migrate ended the pass on a fresh install")
+	if !runStep(t, "migrate", r.migrateStorage, s) || s.migration.unfinished() {
+		t.Fatalf("migrate on a fresh install: %+v", s.migration)
+	}
+	if !runStep(t, "renew", r.renewWhileMigrating, s) {
+		t.Fatal("renew ended the pass with no migration under way")
 	}
 	if runStep(t, "apply", r.apply, s) || s.applied.Created || s.requeueAfter != time.Minute {
 		t.Fatalf("apply with nothing ready: went on (created %v, requeue %s); want it to wait for virt-api", s.applied.Created, s.requeueAfter)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -412,4 +413,124 @@ func asBlocked(err error, b **storagemigration.Blocked) bool {
 		err = u.Unwrap()
 	}
 	return false
+}
+
+// passClient plays the controller's pass bound on the migration: it lets
+// a pass rewrite a fixed number of objects, then ends the pass's context
+// (as the bound does, at the client's QPS, on a kind with many objects),
+// and counts the rewrites of each object over every pass.
+type passClient struct {
+	client.Client
+	mu       sync.Mutex
+	rewrites map[string]int
+	left     int
+	end      context.CancelFunc
+}
+
+// pass starts a pass of n rewrites; its context ends after the nth.
+func (c *passClient) pass(n int) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.left, c.end = n, cancel
+	return ctx
+}
+
+func (c *passClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := c.Client.Update(ctx, obj, opts...)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		c.rewrites[obj.GetName()]++
+	}
+	if c.left--; c.left == 0 {
+		c.end()
+	}
+	return err
+}
+
+// TestMigrationResumesAcrossPasses: a kind with more objects than one pass
+// can rewrite (30 objects, passes of 12 rewrites, a new Migrator each pass
+// as after a restart) is migrated in three passes, every object rewritten
+// once. Before the migration kept its progress, every pass started again
+// from the first object: after four passes the first had been rewritten
+// four times and the last never, and storedVersions was never trimmed.
+func TestMigrationResumesAcrossPasses(t *testing.T) {
+	env := testenv.Get(t)
+	c := env.Client
+	ctx := context.Background()
+	live := synthetic("resumers", []string{"v1alpha1", "v1"}, "v1alpha1")
+	mustApplyCRD(t, c, live)
+	var names []string
+	for i := range 30 {
+		n := fmt.Sprintf("obj-%02d", i)
+		names = append(names, n)
+		if err := c.Create(ctx, syntheticObject(live, "v1alpha1", n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// v1 becomes the storage version: storedVersions [v1alpha1, v1].
+	mustApplyCRD(t, c, synthetic("resumers", []string{"v1alpha1", "v1"}, "v1"))
+	desired := synthetic("resumers", []string{"v1"}, "v1")
+	pc := &passClient{Client: c, rewrites: map[string]int{}}
+	done := 0
+	for pass := 1; pass <= 4 && done == 0; pass++ {
+		pctx := pc.pass(12)
+		res, err := (&storagemigration.Migrator{Client: pc, Reader: c, PageSize: 5}).Prepare(pctx, desired)
+		t.Logf("pass %d: %+v, error %v", pass, res, err)
+		if slices.Equal(storedVersions(t, c, desired.Name), []string{"v1"}) {
+			done = pass
+		}
+	}
+	var counts []string
+	for _, n := range names {
+		counts = append(counts, fmt.Sprintf("%s:%d", n, pc.rewrites[n]))
+	}
+	t.Logf("rewrites per object: %s", strings.Join(counts, " "))
+	if done == 0 {
+		t.Errorf("the migration of 30 objects did not finish in 4 passes of 12 rewrites; storedVersions %v", storedVersions(t, c, desired.Name))
+	} else if done != 3 {
+		t.Errorf("the migration finished in pass %d, want 3 (12 + 12 + 6 rewrites)", done)
+	}
+	for _, n := range names {
+		if got := pc.rewrites[n]; got != 1 {
+			t.Errorf("%s rewritten %d times, want once", n, got)
+		}
+	}
+	if done != 0 {
+		mustApplyCRD(t, c, desired)
+	}
+}
+
+// TestProgressOf: a record holds only for the version and the CRD
+// generation it names; anything else starts the migration afresh.
+func TestProgressOf(t *testing.T) {
+	crd := func(gen int64, record string) *apiextv1.CustomResourceDefinition {
+		c := &apiextv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "xs.example.com", Generation: gen}}
+		if record != "" {
+			c.Annotations = map[string]string{"virtop.dev/storage-migration": record}
+		}
+		return c
+	}
+	fresh := storagemigration.Progress{Version: "v1", Generation: 4}
+	kept := storagemigration.Progress{Version: "v1", Generation: 4, After: "ns/b", Continue: "tok", Rewritten: 12}
+	for _, tc := range []struct {
+		name string
+		crd  *apiextv1.CustomResourceDefinition
+		want storagemigration.Progress
+	}{
+		{"none", crd(4, ""), fresh},
+		{"kept", crd(4, `{"version":"v1","generation":4,"after":"ns/b","continue":"tok","rewritten":12}`), kept},
+		{"another version", crd(4, `{"version":"v2","generation":4,"after":"ns/b","rewritten":12}`), fresh},
+		{"the spec changed since", crd(5, `{"version":"v1","generation":4,"after":"ns/b","rewritten":12}`), storagemigration.Progress{Version: "v1", Generation: 5}},
+		{"damaged", crd(4, `{"version":`), fresh},
+		{"negative count", crd(4, `{"version":"v1","generation":4,"after":"ns/b","rewritten":-1}`), fresh},
+	} {
+		if got := storagemigration.ProgressOf(tc.crd, "v1"); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
 }

@@ -142,6 +142,15 @@ const (
 	CertificateDurationAnnotation = "kubevirt.io/duration"
 )
 
+// StorageMigrationAnnotation records, on a CustomResourceDefinition whose
+// stored objects internal/storagemigration is rewriting, how far it got
+// (JSON: version, generation, the key of the last object rewritten), so a
+// pass that ends or an operator that dies mid-migration resumes there. It
+// lives on the CRD because only the operator and cluster administrators
+// write CRDs: a record others could edit would let them make the
+// migration skip objects. Removed once the migration is complete.
+const StorageMigrationAnnotation = "virtop.dev/storage-migration"
+
 // CompactSchemaAnnotation holds, in a CustomResourceDefinition of the
 // operator's cache, one version's schema as gzipped JSON, base64-encoded.
 // It exists in memory only and is never written to the cluster.

@@ -35,13 +35,19 @@ const (
 	// exportCRD drops v1alpha1 in v1.9.0: objects stored at it are
 	// rewritten before the CRD update (internal/storagemigration).
 	exportCRD = "virtualmachineexports.export.kubevirt.io"
-	exports   = 3
+	// exports fill three list pages of the migration (250 objects each),
+	// so its progress is recorded mid-way and a crash can fall between
+	// two records.
+	exports = 600
 )
 
 // hopPoints are the crash points of the hop, in the order a rollout
 // reaches them: inside the storage migration of the VMExports (after the
-// second of three objects is rewritten, then after status.storedVersions
-// is trimmed and before the new CRD is applied), then right after
+// second object is rewritten, before any progress is recorded; right
+// after the progress of the first page of 250 is recorded on the CRD; in
+// the middle of the second page, 100 objects after the process resumed
+// from that record; then after status.storedVersions is trimmed and
+// before the new CRD is applied), then right after
 // virt-handler's DaemonSet is written at each intermediate step of the
 // staged TLS rollout (step 1: the new certificates mounted beside the old
 // one, no flag; step 2: --migration-cn-types on, the old certificate still
@@ -49,6 +55,8 @@ const (
 // deployment, so a rollout that looks finished is no sign it was missed.
 var hopPoints = []crashPoint{
 	{name: "storage-migration:rewritten#2"},
+	{name: "storage-migration:progress-recorded"},
+	{name: "storage-migration:rewritten#100"},
 	{name: "storage-migration:trimmed"},
 	{name: "handler-tls:rollout", afterRecord: true},
 	{name: "handler-tls:enforce", afterRecord: true},
@@ -56,7 +64,8 @@ var hopPoints = []crashPoint{
 
 // TestKilledDuringNewestHop kills the operator with SIGKILL at the crash
 // points of the v1.8.4 -> v1.9.0 upgrade that the older upgrade's points do
-// not reach: during the storage migration v1.9.0's VMExport CRD needs, and
+// not reach: during the storage migration v1.9.0's VMExport CRD needs (a
+// crash between two records of its progress included), and
 // during virt-handler's staged TLS rollout. The points are chained (each
 // restart resumes from the state the previous crash left); after every
 // crash nothing stray exists; after the last an unarmed restart converges,
@@ -145,6 +154,13 @@ func TestKilledDuringNewestHop(t *testing.T) {
 	}
 	if got := framework.StoredVersions(t, s.c, exportCRD); slices.Contains(got, "v1alpha1") {
 		t.Errorf("%s: storedVersions %v after the hop; v1.9.0 does not serve v1alpha1", exportCRD, got)
+	}
+	live := &apiextv1.CustomResourceDefinition{}
+	if err := s.c.Get(ctx, client.ObjectKey{Name: exportCRD}, live); err != nil {
+		t.Fatal(err)
+	}
+	if rec, ok := live.Annotations[vocab.StorageMigrationAnnotation]; ok {
+		t.Errorf("%s: the migration's progress record outlived it: %s", exportCRD, rec)
 	}
 }
 
