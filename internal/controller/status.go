@@ -138,7 +138,7 @@ func monitoringRecheck(p *placement.Placement) time.Duration {
 	switch {
 	case p == nil:
 		return 0
-	case p.Reason == placement.ReasonNoPrometheusFound || p.Reason == placement.ReasonNotSelected:
+	case p.Reason == placement.ReasonNoPrometheusFound || p.Reason == placement.ReasonNotSelected || p.Reason == placement.ReasonAccountNotFound:
 		return 30 * time.Second
 	case p.Reason == placement.ReasonApplied && p.Prometheus == "":
 		return 5 * time.Minute
