@@ -140,7 +140,9 @@ func monitoringRecheck(p *placement.Placement) time.Duration {
 		return 0
 	case p.Reason == placement.ReasonNoPrometheusFound || p.Reason == placement.ReasonNotSelected || p.Reason == placement.ReasonAccountNotFound:
 		return 30 * time.Second
-	case p.Reason == placement.ReasonApplied && p.Prometheus == "":
+	case p.Reason == placement.ReasonApplied && (p.Prometheus == "" || len(p.Subjects) > 0):
+		// ServiceAccounts are not watched either: an account bound and
+		// deleted since is noticed (AccountNotFound) within this.
 		return 5 * time.Minute
 	}
 	return 0

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -342,6 +343,17 @@ func TestMonitorNamespaceBindsRealAccount(t *testing.T) {
 
 	t.Run("account gone: not Applied, not bound", func(t *testing.T) {
 		if err := c.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: obs, Name: real.Name}}); err != nil {
+			t.Fatal(err)
+		}
+		// ServiceAccounts are not watched (an Applied placement is looked
+		// at again within 5 minutes); a change of the Prometheus wakes a
+		// pass now.
+		p := &monitoringv1.Prometheus{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: obs, Name: s.name}, p); err != nil {
+			t.Fatal(err)
+		}
+		p.Spec.Replicas = ptr.To[int32](2)
+		if err := c.Update(ctx, p); err != nil {
 			t.Fatal(err)
 		}
 		poll.Eventually(t, "MonitoringReady not Applied, no binding of a missing account", 2*time.Minute, func() (bool, string) {
