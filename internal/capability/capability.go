@@ -20,11 +20,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/dashboard"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
@@ -207,8 +209,10 @@ func (r *Reader) now() time.Time {
 }
 
 // monitoringFacts gathers what the monitoring placement is resolved from:
-// the Prometheus resources (from the watch), the candidate accounts and the
-// labels of the namespaces that matter (each read with a Get, uncached).
+// the Prometheus resources (from the watch), the trust anchor (the KubeVirt
+// resource's creation), the labels and creation times of the namespaces
+// that matter (each read with a Get, uncached; never an untrusted
+// Prometheus's) and whether the accounts it may bind exist.
 func (r *Reader) monitoringFacts(ctx context.Context, cfg *config.DeploymentConfig, apis map[string]bool) (*placement.Input, error) {
 	in := &placement.Input{
 		Settings:          cfg.Monitoring,
@@ -238,18 +242,15 @@ func (r *Reader) monitoringFacts(ctx context.Context, cfg *config.DeploymentConf
 			}
 		}
 	}
-	// Untrusted Prometheus resources stay in the facts (the message names
-	// them) but do not stand in for upstream's default account.
-	for _, key := range placement.AccountCandidates(cfg.Monitoring, len(in.TrustedPrometheuses()) > 0) {
-		ok, err := r.exists(ctx, "ServiceAccount", key)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			in.Accounts = append(in.Accounts, key)
-		}
+	since, err := r.trustSince(ctx, cfg.Namespace)
+	if err != nil {
+		return nil, err
 	}
+	in.TrustSince = since
+	// Only the namespaces of Prometheus resources trusted by name are read
+	// (bounded by the trust settings, not by what tenants create).
 	in.Namespaces = map[string]map[string]string{}
+	in.NamespaceCreated = map[string]time.Time{}
 	for _, ns := range placement.NamespacesToRead(*in) {
 		meta := &metav1.PartialObjectMetadata{}
 		meta.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"})
@@ -267,6 +268,33 @@ func (r *Reader) monitoringFacts(ctx context.Context, cfg *config.DeploymentConf
 			labels = map[string]string{}
 		}
 		in.Namespaces[ns] = labels
+		in.NamespaceCreated[ns] = meta.CreationTimestamp.Time
+	}
+	// Untrusted Prometheus resources stay in the facts (the message names
+	// them) but do not stand in for upstream's default account. Every
+	// account Resolve may bind is looked up: one that does not exist is
+	// not bound (MissingAccounts).
+	lookup := placement.AccountCandidates(cfg.Monitoring, len(in.TrustedPrometheuses()) > 0)
+	seen := map[types.NamespacedName]bool{}
+	for _, key := range lookup {
+		seen[key] = true
+	}
+	for _, key := range placement.SubjectCandidates(*in) {
+		if !seen[key] {
+			seen[key] = true
+			lookup = append(lookup, key)
+		}
+	}
+	for _, key := range lookup {
+		ok, err := r.exists(ctx, "ServiceAccount", key)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			in.Accounts = append(in.Accounts, key)
+		} else {
+			in.MissingAccounts = append(in.MissingAccounts, key)
+		}
 	}
 	dash, err := r.dashboardNamespaces(ctx, placement.DashboardCandidates(*in))
 	if err != nil {
@@ -274,6 +302,28 @@ func (r *Reader) monitoringFacts(ctx context.Context, cfg *config.DeploymentConf
 	}
 	in.DashboardNamespaces = dash
 	return in, nil
+}
+
+// trustSince is when the installation began: the creation of the oldest
+// KubeVirt resource in the install namespace (from the cache). A default
+// monitor namespace created later is not trusted (placement.Input's
+// TrustSince): unlike the operator's start, this does not move when the
+// operator restarts. With no KubeVirt resource, now.
+func (r *Reader) trustSince(ctx context.Context, namespace string) (time.Time, error) {
+	var list kvv1.KubeVirtList
+	if err := r.Cache.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		if meta.IsNoMatchError(err) {
+			return r.now(), nil
+		}
+		return time.Time{}, fmt.Errorf("list KubeVirt resources: %w", err)
+	}
+	since := r.now()
+	for _, kv := range list.Items {
+		if c := kv.CreationTimestamp.Time; !c.IsZero() && c.Before(since) {
+			since = c
+		}
+	}
+	return since, nil
 }
 
 // dashboardNamespaces returns the candidates where a Grafana dashboard

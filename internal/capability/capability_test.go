@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/virtop-dev/virtop/internal/capability"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
@@ -384,8 +386,10 @@ func TestMonitoringFacts(t *testing.T) {
 		for _, p := range caps.Monitoring.Prometheuses {
 			names = append(names, p.Namespace+"/"+p.Name+" as "+p.ServiceAccountName)
 		}
+		// promNS is not trusted: its namespace is not read (issue 31
+		// item 3: tenants cannot make every pass read theirs).
 		_, promRead := caps.Monitoring.Namespaces[promNS]
-		return slices.Equal(names, []string{promNS + "/live as prom"}) && promRead, strings.Join(names, ", ")
+		return slices.Equal(names, []string{promNS + "/live as prom"}) && !promRead, strings.Join(names, ", ")
 	})
 
 	release() // a Prometheus with a finalizer would hold its CRD
@@ -406,4 +410,32 @@ func mustHTTPClient(t *testing.T, cfg *rest.Config) *http.Client {
 		t.Fatal(err)
 	}
 	return hc
+}
+
+// TestSlimPrometheus: the cached copy of a Prometheus keeps what placement
+// reads and drops the rest (issue 31 item 3).
+func TestSlimPrometheus(t *testing.T) {
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"release": "kps"}}
+	p := &monitoringv1.Prometheus{ObjectMeta: metav1.ObjectMeta{Namespace: "monitoring", Name: "k8s", ResourceVersion: "7", Generation: 3,
+		Labels: map[string]string{"big": "x"}, Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 1<<20)}}}
+	p.Spec.ServiceAccountName = "prom"
+	p.Spec.ServiceMonitorSelector, p.Spec.ServiceMonitorNamespaceSelector = sel, &metav1.LabelSelector{}
+	p.Spec.RuleSelector, p.Spec.RuleNamespaceSelector = sel, &metav1.LabelSelector{}
+	p.Spec.IgnoreNamespaceSelectors = true
+	p.Spec.ArbitraryFSAccessThroughSMs.Deny = true
+	p.Spec.Containers = []corev1.Container{{Name: "ballast", Args: []string{strings.Repeat("y", 1<<20)}}}
+	out, err := capability.SlimPrometheus(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slim := out.(*monitoringv1.Prometheus)
+	if got, want := placement.FromPrometheus(slim), placement.FromPrometheus(p); !reflect.DeepEqual(got, want) {
+		t.Errorf("placement reads %+v from the slim copy, %+v from the original", got, want)
+	}
+	if slim.ResourceVersion != "7" || slim.Generation != 3 || slim.Name != "k8s" || slim.Namespace != "monitoring" {
+		t.Errorf("metadata an informer needs lost: %+v", slim.ObjectMeta)
+	}
+	if len(slim.Spec.Containers) != 0 || len(slim.Annotations) != 0 || len(slim.Labels) != 0 {
+		t.Errorf("kept what placement never reads: containers %d, annotations %d, labels %d", len(slim.Spec.Containers), len(slim.Annotations), len(slim.Labels))
+	}
 }

@@ -6,11 +6,13 @@ import (
 	"sync"
 	"time"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -35,6 +37,9 @@ type OptionalKind struct {
 	Field fields.Selector
 	// Predicates filter the events that wake the reconciler.
 	Predicates []predicate.Predicate
+	// Transform slims each object before it is cached; nil only strips
+	// managed fields.
+	Transform toolscache.TransformFunc
 }
 
 // Watches runs the informers of optional kinds in the running process:
@@ -136,12 +141,16 @@ func (w *Watches) start(ctx context.Context, k OptionalKind) error {
 	if base == nil {
 		return fmt.Errorf("watch %s: the watches were not started with the manager", k.API)
 	}
+	transform := k.Transform
+	if transform == nil {
+		transform = cache.TransformStripManagedFields()
+	}
 	c, err := cache.New(w.Config, cache.Options{
 		Scheme:               w.Scheme,
 		Mapper:               w.Mapper,
 		DefaultLabelSelector: k.Label,
 		DefaultFieldSelector: k.Field,
-		DefaultTransform:     cache.TransformStripManagedFields(),
+		DefaultTransform:     transform,
 	})
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", k.API, err)
@@ -203,3 +212,28 @@ func (b boundSource) Start(ctx context.Context, q workqueue.TypedRateLimitingInt
 }
 
 func (b boundSource) String() string { return fmt.Sprint(b.inner) }
+
+// SlimPrometheus keeps of a Prometheus resource only what placement reads
+// (placement.FromPrometheus) and what an informer needs: name, namespace,
+// UID, resourceVersion, generation, creation and deletion times, the
+// account, the four selectors, ignoreNamespaceSelectors and
+// arbitraryFSAccessThroughSMs. A tenant's Prometheus may be 1.5 MiB; what
+// is cached of it is a few hundred bytes plus its selectors.
+func SlimPrometheus(in any) (any, error) {
+	p, ok := in.(*monitoringv1.Prometheus)
+	if !ok {
+		return in, nil
+	}
+	out := &monitoringv1.Prometheus{TypeMeta: p.TypeMeta}
+	out.Name, out.Namespace, out.UID = p.Name, p.Namespace, p.UID
+	out.ResourceVersion, out.Generation = p.ResourceVersion, p.Generation
+	out.CreationTimestamp, out.DeletionTimestamp = p.CreationTimestamp, p.DeletionTimestamp
+	out.Spec.ServiceAccountName = p.Spec.ServiceAccountName
+	out.Spec.ServiceMonitorSelector = p.Spec.ServiceMonitorSelector
+	out.Spec.ServiceMonitorNamespaceSelector = p.Spec.ServiceMonitorNamespaceSelector
+	out.Spec.RuleSelector = p.Spec.RuleSelector
+	out.Spec.RuleNamespaceSelector = p.Spec.RuleNamespaceSelector
+	out.Spec.IgnoreNamespaceSelectors = p.Spec.IgnoreNamespaceSelectors
+	out.Spec.ArbitraryFSAccessThroughSMs = p.Spec.ArbitraryFSAccessThroughSMs
+	return out, nil
+}

@@ -43,6 +43,12 @@ In a cluster it runs as the Deployment virt-operator; on a local cluster
 			}
 			opts.Namespace = kube.Namespace()
 			opts.MetricsAuthDisabled = !metricsAuth
+			if !cmd.Flags().Changed("prometheus-namespaces") {
+				// Upstream's defaults, trusted only if they existed when the
+				// KubeVirt resource was created; named explicitly, at any
+				// age (docs/security.md).
+				opts.PrometheusNamespaces = nil
+			}
 			restCfg.UserAgent = "virtop"
 			// The client's default limits (5 QPS) make a fresh install of
 			// ~200 objects take minutes; these stay polite to the server.
@@ -69,7 +75,8 @@ In a cluster it runs as the Deployment virt-operator; on a local cluster
 	fs.StringVar(&opts.StrategyImage, "strategy-image", "", "virtop image whose catalog renders versions outside this operator's catalog (dump-install-strategy Job)")
 	fs.StringVar(&opts.RunbookURLTemplate, "runbook-url-template", config.DefaultRunbookURLTemplate, "runbook URL of each alert; %s is the alert name")
 	fs.StringSliceVar(&opts.PrometheusNamespaces, "prometheus-namespaces", placement.DefaultPrometheusNamespaces(),
-		"namespaces whose Prometheus resources are trusted as monitoring targets and RoleBinding subjects, besides the KubeVirt resource's spec.monitorNamespace; "+
+		"namespaces whose Prometheus resources are trusted as monitoring targets and RoleBinding subjects, besides the KubeVirt resource's spec.monitorNamespace "+
+			"(by default only if they existed when the KubeVirt resource was created; named explicitly, whenever they were created); "+
 			"* trusts every namespace (single-tenant clusters), an empty value only spec.monitorNamespace")
 	fs.StringSliceVar(&opts.CatalogVersions, "catalog-versions", nil, "render only these catalog versions in process (plays an older operator)")
 	fs.StringVar(&opts.DefaultVersion, "default-version", "", "KubeVirt version installed when the resource names none (default: the catalog default)")

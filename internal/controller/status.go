@@ -142,9 +142,11 @@ func monitoringRecheck(p *placement.Placement) time.Duration {
 	switch {
 	case p == nil:
 		return 0
-	case p.Reason == placement.ReasonNoPrometheusFound || p.Reason == placement.ReasonNotSelected:
+	case p.Reason == placement.ReasonNoPrometheusFound || p.Reason == placement.ReasonNotSelected || p.Reason == placement.ReasonAccountNotFound:
 		return 30 * time.Second
-	case p.Reason == placement.ReasonApplied && p.Prometheus == "":
+	case p.Reason == placement.ReasonApplied && (p.Prometheus == "" || len(p.Subjects) > 0):
+		// ServiceAccounts are not watched either: an account bound and
+		// deleted since is noticed (AccountNotFound) within this.
 		return 5 * time.Minute
 	}
 	return 0

@@ -211,7 +211,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	watches := optionalWatches(mgr, opts.Namespace, kinds)
+	watches := optionalWatches(mgr, opts.Namespace, opts.PrometheusNamespaces, kinds)
 	if err := mgr.Add(watches); err != nil {
 		return nil, err
 	}
@@ -325,7 +325,7 @@ func toKubeVirt(mgr manager.Manager, namespace string) handler.EventHandler {
 // virtop's own are watched in every namespace (a Prometheus decides where
 // they go), but only under the names virtop gives them: a tenant's labelled
 // ServiceMonitors are not cached.
-func optionalWatches(mgr manager.Manager, namespace string, kinds *ownership.Kinds) *capability.Watches {
+func optionalWatches(mgr manager.Manager, namespace string, trusted []string, kinds *ownership.Kinds) *capability.Watches {
 	managed := labels.SelectorFromSet(labels.Set{vocab.ManagedByLabel: vocab.ManagedByValue})
 	drift := predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{})
 	return &capability.Watches{
@@ -336,14 +336,43 @@ func optionalWatches(mgr manager.Manager, namespace string, kinds *ownership.Kin
 		Kinds: []capability.OptionalKind{
 			{API: stage.PrometheusesAPI, Object: &monitoringv1.Prometheus{},
 				// Status writes of prometheus-operator do not matter; spec
-				// changes (selectors, account) bump the generation.
-				Predicates: []predicate.Predicate{predicate.GenerationChangedPredicate{}}},
+				// changes (selectors, account) bump the generation. Only a
+				// trusted Prometheus wakes a pass: a tenant's changes
+				// cost the operator nothing but the watch event, and the
+				// cache keeps a few hundred bytes of each.
+				Predicates: []predicate.Predicate{predicate.GenerationChangedPredicate{}, trustedPrometheus(mgr.GetClient(), namespace, trusted)},
+				Transform:  capability.SlimPrometheus},
 			{API: stage.ServiceMonitorsAPI, Object: &monitoringv1.ServiceMonitor{}, Label: managed,
 				Field: placedNameSelector(kinds, monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.ServiceMonitorsKind)), Predicates: []predicate.Predicate{drift}},
 			{API: stage.PrometheusRulesAPI, Object: &monitoringv1.PrometheusRule{}, Label: managed,
 				Field: placedNameSelector(kinds, monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.PrometheusRuleKind)), Predicates: []predicate.Predicate{drift}},
 		},
 	}
+}
+
+// trustedPrometheus passes events of Prometheus resources in namespaces
+// that may be trusted: by the operator's setting (placement's
+// TrustsByName; the age check of the default namespaces is the plan's) or
+// as a served KubeVirt resource's spec.monitorNamespace, read from the
+// cache. A KubeVirt resource whose spec.monitorNamespace changes wakes a
+// pass by itself, which then reads every cached Prometheus.
+func trustedPrometheus(c client.Reader, namespace string, trusted []string) predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool {
+		in := placement.Input{PrometheusNamespaces: trusted}
+		if in.TrustsByName(o.GetNamespace()) {
+			return true
+		}
+		var list kvv1.KubeVirtList
+		if err := c.List(context.Background(), &list, client.InNamespace(namespace)); err != nil {
+			return true
+		}
+		for _, kv := range list.Items {
+			if kv.Spec.MonitorNamespace != "" && kv.Spec.MonitorNamespace == o.GetNamespace() {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 func setupController(mgr manager.Manager, r *controller.Reconciler, namespace string, kinds *ownership.Kinds) (crcontroller.Controller, error) {

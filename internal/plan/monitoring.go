@@ -20,8 +20,9 @@ import (
 // Prometheus that refuses token files), the ServiceMonitor and
 // PrometheusRule get the labels the chosen Prometheus selects on, the
 // PrometheusRule moves when the install namespace is not selected, the
-// subjects of the RoleBinding kubevirt-monitoring and of the
-// ClusterRoleBinding virtop-metrics-reader become the resolved accounts,
+// subjects of the RoleBinding kubevirt-monitoring become the resolved
+// accounts and those of the ClusterRoleBinding virtop-metrics-reader the
+// ones among them the user named (placement.Placement.ReaderSubjects),
 // and on OpenShift the install namespace gets the label the platform
 // Prometheus selects namespaces by; the Grafana dashboard ConfigMap moves
 // to the namespace of the dashboard sidecar convention found. The objects
@@ -30,7 +31,7 @@ func PlaceMonitoring(p *Plan, in *placement.Input) *placement.Placement {
 	if in == nil {
 		return nil
 	}
-	var sm, rule, dash client.Object
+	var sm, rule, dash, reader client.Object
 	var bindings []client.Object
 	for _, o := range p.Objects {
 		kind := o.GetObjectKind().GroupVersionKind().Kind
@@ -39,9 +40,10 @@ func PlaceMonitoring(p *Plan, in *placement.Input) *placement.Placement {
 			sm = o
 		case kind == "PrometheusRule" && o.GetName() == vocab.PrometheusRuleName:
 			rule = o
-		case kind == "RoleBinding" && o.GetName() == vocab.MonitoringRBACName,
-			kind == "ClusterRoleBinding" && o.GetName() == vocab.MetricsReaderName:
+		case kind == "RoleBinding" && o.GetName() == vocab.MonitoringRBACName:
 			bindings = append(bindings, o)
+		case kind == "ClusterRoleBinding" && o.GetName() == vocab.MetricsReaderName:
+			reader = o
 		case kind == "ConfigMap" && o.GetName() == vocab.DashboardConfigMapName:
 			dash = o
 		}
@@ -67,6 +69,10 @@ func PlaceMonitoring(p *Plan, in *placement.Input) *placement.Placement {
 	}
 	for _, b := range bindings {
 		setSubjects(b, pl.Subjects)
+	}
+	// The cluster-wide grant goes only to accounts the user named.
+	if reader != nil {
+		setSubjects(reader, pl.ReaderSubjects)
 	}
 	// The Grafana dashboard goes where a dashboard sidecar convention is
 	// (its gate passed, so there is one).

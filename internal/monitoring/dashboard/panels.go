@@ -164,7 +164,7 @@ var ControlPlanePanels = []Panel{
 
 	// virtop.
 	{Row: "virtop", Title: "Monitoring gate", Kind: stat,
-		Description: "The MonitoringReady reason of the KubeVirt resource: Applied, NotSelected, NoPrometheusFound or NoMonitoringAPI.",
+		Description: "The MonitoringReady reason of the KubeVirt resource: Applied, AccountNotFound, NotSelected, NoPrometheusFound or NoMonitoringAPI.",
 		Queries:     []Query{{Expr: `max by (state) (virtop_monitoring_gate{namespace="<ns>"}` + leader + `) == 1`, Legend: "{{state}}"}}},
 	{Row: "virtop", Title: "KubeVirt conditions", Kind: stat, Width: 16,
 		Description: "The KubeVirt resource's conditions that are True, with their reasons (Stalled is KubeVirtResourceStalled's).",

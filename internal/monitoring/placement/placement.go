@@ -50,13 +50,17 @@ const (
 	// selects the objects; the message names what would fix it (and an
 	// untrusted Prometheus that would select them).
 	ReasonNotSelected = "NotSelected"
+	// ReasonAccountNotFound: the account the RoleBinding would bind (the
+	// chosen Prometheus's, the user's or upstream's default) does not
+	// exist; it is not bound, and the message names it.
+	ReasonAccountNotFound = "AccountNotFound"
 	// ReasonApplied: the objects are placed where a Prometheus selects
 	// them (or where the user or upstream's default account says).
 	ReasonApplied = "Applied"
 )
 
 // Reasons lists every reason, for metrics.
-var Reasons = []string{ReasonNoMonitoringAPI, ReasonNoPrometheusFound, ReasonNotSelected, ReasonApplied}
+var Reasons = []string{ReasonNoMonitoringAPI, ReasonNoPrometheusFound, ReasonNotSelected, ReasonAccountNotFound, ReasonApplied}
 
 // Upstream's defaults for the monitor account (install/strategy.go).
 var (
@@ -147,8 +151,21 @@ type Input struct {
 	// means DefaultMonitorNamespaces; an empty, non-nil list trusts only
 	// Settings.MonitorNamespace.
 	PrometheusNamespaces []string
+	// TrustSince: a namespace trusted only as one of upstream's default
+	// monitor namespaces (PrometheusNamespaces nil) counts only if it was
+	// created at or before this time (the creation of the KubeVirt
+	// resource), so that whoever creates a missing "monitoring" later is
+	// not trusted. Zero: no age check (callers that read no cluster).
+	TrustSince time.Time
+	// NamespaceCreated holds the creation times of the namespaces read
+	// (NamespacesToRead); a namespace missing from it fails the age check.
+	NamespaceCreated map[string]time.Time
+	// MissingAccounts are the ServiceAccounts, of SubjectCandidates, found
+	// not to exist: never bound, and MonitoringReady is not Applied while
+	// the account it would bind is one of them.
+	MissingAccounts []types.NamespacedName
 	// Namespaces holds the labels of the namespaces that matter (the
-	// install namespace, the user's namespaces, the Prometheuses'); a
+	// install namespace, the user's namespaces, the trusted Prometheuses'); a
 	// namespace missing from a non-nil map does not exist. A nil map means
 	// "not read": every namespace is taken to exist without labels.
 	Namespaces map[string]map[string]string
@@ -180,8 +197,15 @@ type Placement struct {
 	// RuleNamespace is where the PrometheusRule goes.
 	RuleNamespace string
 	// Subjects of the RoleBinding kubevirt-monitoring; none means no
-	// account is known.
+	// account is known (or the one known does not exist).
 	Subjects []rbacv1.Subject
+	// ReaderSubjects, of the cluster-wide ClusterRoleBinding
+	// virtop-metrics-reader (get on /metrics, which the API server and
+	// kubelets also authorize by): only those Subjects the user named, by
+	// spec.monitorNamespace/monitorAccount or by name in
+	// --prometheus-namespaces; never one trusted through "*" or upstream's
+	// default namespaces alone.
+	ReaderSubjects []rbacv1.Subject
 	// Labels are added to the ServiceMonitor, RuleLabels to the
 	// PrometheusRule, so the chosen Prometheus's selectors match them.
 	Labels     map[string]string
@@ -210,9 +234,16 @@ type Placement struct {
 
 // Trusts reports whether the Prometheus resources of namespace ns are
 // trusted: ns is the user's spec.monitorNamespace or one of
-// PrometheusNamespaces (nil: DefaultMonitorNamespaces), or those hold
-// AllNamespaces.
+// PrometheusNamespaces, or those hold AllNamespaces; with
+// PrometheusNamespaces nil, one of DefaultMonitorNamespaces that existed
+// when the KubeVirt resource was created (oldEnough).
 func (in Input) Trusts(ns string) bool {
+	return in.TrustsByName(ns) && in.oldEnough(ns)
+}
+
+// TrustsByName is Trusts without the age check of the default monitor
+// namespaces: the namespaces worth reading.
+func (in Input) TrustsByName(ns string) bool {
 	if ns == "" {
 		return false
 	}
@@ -225,6 +256,27 @@ func (in Input) Trusts(ns string) bool {
 		}
 	}
 	return false
+}
+
+// named reports whether the user named namespace ns: spec.monitorNamespace
+// or, by name, in --prometheus-namespaces.
+func (in Input) named(ns string) bool {
+	if ns == "" {
+		return false
+	}
+	return ns == in.Settings.MonitorNamespace || contains(in.PrometheusNamespaces, ns)
+}
+
+// oldEnough is the age check of a namespace trusted for being one of
+// upstream's defaults: one the user named, or any namespace when "*" is
+// set or no TrustSince is known, passes; another must have been created
+// at or before TrustSince.
+func (in Input) oldEnough(ns string) bool {
+	if in.named(ns) || contains(in.PrometheusNamespaces, AllNamespaces) || in.TrustSince.IsZero() {
+		return true
+	}
+	created, ok := in.NamespaceCreated[ns]
+	return ok && !created.After(in.TrustSince)
 }
 
 func (in Input) trustedNamespaces() []string {
@@ -296,6 +348,41 @@ func AccountCandidates(s config.Monitoring, havePrometheus bool) []types.Namespa
 	return out
 }
 
+// SubjectCandidates are the accounts Resolve may bind besides
+// AccountCandidates, whose existence the caller checks (MissingAccounts):
+// the user's fully named account, the trusted Prometheuses' accounts (and
+// the user's account in their namespaces), upstream's default account in
+// spec.monitorNamespace. Bounded by the trusted Prometheuses.
+func SubjectCandidates(in Input) []types.NamespacedName {
+	s := in.Settings
+	set := map[types.NamespacedName]bool{}
+	if s.MonitorNamespace != "" {
+		account := s.MonitorAccount
+		if account == "" {
+			account = DefaultMonitorAccount
+		}
+		set[types.NamespacedName{Namespace: s.MonitorNamespace, Name: account}] = true
+	}
+	for _, p := range in.Prometheuses {
+		if !in.TrustsByName(p.Namespace) {
+			continue
+		}
+		set[types.NamespacedName{Namespace: p.Namespace, Name: p.ServiceAccountName}] = true
+		if s.MonitorAccount != "" {
+			set[types.NamespacedName{Namespace: p.Namespace, Name: s.MonitorAccount}] = true
+		}
+	}
+	for _, c := range AccountCandidates(s, false) {
+		set[c] = true
+	}
+	out := make([]types.NamespacedName, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
 // DashboardCandidates are the namespaces worth looking in for a Grafana
 // dashboard sidecar convention: those Resolve reads but the namespaces of
 // untrusted Prometheus resources, and upstream's default monitoring
@@ -343,9 +430,12 @@ func dashboardNamespace(in Input, p Placement, chosen *choice) string {
 	return ""
 }
 
-// NamespacesToRead are the namespaces whose labels Resolve may look at
-// (untrusted Prometheuses' included: the message says whether they would
-// select the objects).
+// NamespacesToRead are the namespaces whose labels (and creation times)
+// Resolve may look at: the install namespace, the user's, those of the
+// Prometheuses trusted by name, and, for their age, upstream's default
+// monitor namespaces. An untrusted Prometheus's namespace is not read, so
+// that tenants cannot make the operator read theirs (the message that
+// names an untrusted Prometheus judges it without its namespace's labels).
 func NamespacesToRead(in Input) []string {
 	set := map[string]bool{in.InstallNamespace: true}
 	for _, ns := range []string{in.Settings.MonitorNamespace, in.Settings.ServiceMonitorNamespace} {
@@ -354,7 +444,14 @@ func NamespacesToRead(in Input) []string {
 		}
 	}
 	for _, p := range in.Prometheuses {
-		set[p.Namespace] = true
+		if in.TrustsByName(p.Namespace) {
+			set[p.Namespace] = true
+		}
+	}
+	if !in.TrustSince.IsZero() {
+		for _, ns := range DefaultMonitorNamespaces {
+			set[ns] = true
+		}
 	}
 	out := make([]string, 0, len(set))
 	for ns := range set {
@@ -421,9 +518,15 @@ func Resolve(in Input, objs Objects) Placement {
 	}
 
 	// Subjects: the user's account, else every trusted Prometheus's, else
-	// the default account found.
+	// the default account found. With only spec.monitorNamespace named,
+	// the accounts of the trusted Prometheuses there (their
+	// spec.serviceAccountName), upstream's default name only when none is
+	// there.
 	defaultAccount, haveDefault := r.firstAccount()
+	inMonitorNS := prometheusesIn(proms, s.MonitorNamespace)
 	switch {
+	case s.MonitorNamespace != "" && s.MonitorAccount == "" && len(inMonitorNS) > 0:
+		out.Subjects = prometheusSubjects(inMonitorNS)
 	case s.MonitorNamespace != "" || s.MonitorAccount != "":
 		account := s.MonitorAccount
 		if account == "" {
@@ -448,10 +551,21 @@ func Resolve(in Input, objs Objects) Placement {
 	if chosen == nil && userSM == "" && len(proms) == 0 && haveDefault {
 		out.ServiceMonitorNamespace = defaultAccount.Namespace
 	}
+	// An account that does not exist is never bound (whoever creates it
+	// later would inherit the grant); the one that matters makes the
+	// placement not Applied.
+	var missing []rbacv1.Subject
+	out.Subjects, missing = r.existing(out.Subjects)
 	if !in.ServiceMonitorAPI {
 		out.ServiceMonitorNamespace = ""
 		out.Labels = nil
 		out.Subjects = nil
+		missing = nil
+	}
+	for _, sub := range out.Subjects {
+		if in.named(sub.Namespace) || sub.Name == s.MonitorAccount && s.MonitorAccount != "" {
+			out.ReaderSubjects = append(out.ReaderSubjects, sub)
+		}
 	}
 	if !in.PrometheusRuleAPI {
 		out.RuleNamespace = ""
@@ -484,6 +598,21 @@ func Resolve(in Input, objs Objects) Placement {
 	}
 	if len(fixes) > 0 && out.Reason != ReasonNotSelected {
 		out.Message += ". " + strings.Join(fixes, "; ")
+	}
+	if len(missing) > 0 {
+		names := make([]string, 0, len(missing))
+		for _, m := range missing {
+			names = append(names, m.Namespace+"/"+m.Name)
+		}
+		note := fmt.Sprintf("ServiceAccount %s does not exist, so it is not bound and that Prometheus cannot discover KubeVirt's endpoints; "+
+			"create it, or set spec.monitorAccount to the account the Prometheus runs as", strings.Join(names, ", "))
+		if out.Reason == ReasonApplied && (len(out.Subjects) == 0 || r.missingChosen(missing, chosen)) {
+			out.Reason = ReasonAccountNotFound
+			out.Selected = false
+			out.Message = note + ". " + out.Message
+		} else {
+			out.Message += ". " + note
+		}
 	}
 	if len(proms) == 0 || !out.Selected {
 		if note := r.untrustedNote(untrusted, userSM); note != "" {
@@ -519,6 +648,13 @@ func (r resolver) untrustedNote(untrusted []PrometheusInfo, userSM string) strin
 	trusted := strings.Join(list, ",")
 	if trusted == "" {
 		trusted = "none"
+	}
+	if len(would) == 1 && r.in.TrustsByName(would[0].Namespace) {
+		p := would[0]
+		return fmt.Sprintf("Prometheus %s would select them but is not trusted: namespace %s, one of upstream's default monitor namespaces, "+
+			"was created after the KubeVirt resource, and anyone allowed to create namespaces could have made it; "+
+			"to use it, set spec.monitorNamespace to %s or name it in the operator's %s",
+			p.key(), p.Namespace, p.Namespace, PrometheusNamespacesFlag)
 	}
 	if len(would) == 1 {
 		p := would[0]
@@ -563,6 +699,47 @@ func sortedPrometheuses(in []PrometheusInfo) []PrometheusInfo {
 		return a.Namespace < b.Namespace
 	})
 	return out
+}
+
+func prometheusesIn(proms []PrometheusInfo, ns string) []PrometheusInfo {
+	var out []PrometheusInfo
+	for _, p := range proms {
+		if ns != "" && p.Namespace == ns {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// existing splits subjects into those not known to be missing and those
+// in MissingAccounts.
+func (r resolver) existing(subjects []rbacv1.Subject) (ok, missing []rbacv1.Subject) {
+	gone := map[types.NamespacedName]bool{}
+	for _, a := range r.in.MissingAccounts {
+		gone[a] = true
+	}
+	for _, sub := range subjects {
+		if gone[types.NamespacedName{Namespace: sub.Namespace, Name: sub.Name}] {
+			missing = append(missing, sub)
+		} else {
+			ok = append(ok, sub)
+		}
+	}
+	return ok, missing
+}
+
+// missingChosen reports whether the chosen Prometheus's account is among
+// the missing ones.
+func (r resolver) missingChosen(missing []rbacv1.Subject, chosen *choice) bool {
+	if chosen == nil {
+		return false
+	}
+	for _, m := range missing {
+		if m.Namespace == chosen.prom.Namespace && m.Name == chosen.prom.ServiceAccountName {
+			return true
+		}
+	}
+	return false
 }
 
 func prometheusSubjects(proms []PrometheusInfo) []rbacv1.Subject {
@@ -610,7 +787,9 @@ func (r resolver) firstAccount() (types.NamespacedName, bool) {
 		found[a] = true
 	}
 	for _, c := range AccountCandidates(r.in.Settings, false) {
-		if found[c] {
+		// Upstream's default namespaces count only if old enough (a
+		// squatted "monitoring" with its prometheus-k8s is not bound).
+		if found[c] && r.in.oldEnough(c.Namespace) {
 			return c, true
 		}
 	}

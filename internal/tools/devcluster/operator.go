@@ -27,13 +27,18 @@ func OperatorBuilt(ctx context.Context, virtop string) bool {
 // OperatorArgs is the command line (after the binary) the operator runs
 // with: leader election off (the operator's default is on), so that a
 // host process started again after a SIGKILL does not wait out the dead
-// one's Lease; a later --leader-elect turns it on.
+// one's Lease; a later --leader-elect turns it on. It names upstream's
+// monitor namespaces in --prometheus-namespaces: `up --prometheus late`
+// creates namespace monitoring after the KubeVirt resource, which the
+// default setting does not trust (docs/security.md); this cluster is the
+// user's own.
 func (c *Cluster) OperatorArgs() []string {
 	return c.operatorArgs(false)
 }
 
 func (c *Cluster) operatorArgs(leaderElect bool) []string {
-	return []string{"operator", "--kubeconfig", c.Kubeconfig(), "--namespace", InstallNamespace, fmt.Sprintf("--leader-elect=%t", leaderElect)}
+	return []string{"operator", "--kubeconfig", c.Kubeconfig(), "--namespace", InstallNamespace, fmt.Sprintf("--leader-elect=%t", leaderElect),
+		"--prometheus-namespaces=" + MonitoringNamespace + ",openshift-monitoring"}
 }
 
 // UpOperatorArgs is the command line of the operator `virtop up` starts:
