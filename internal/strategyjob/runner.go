@@ -167,7 +167,7 @@ func (r *Runner) Ensure(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.Depl
 			return State{}, err
 		}
 		job = Job(cfg, r.Image)
-		if err := r.Client.Create(ctx, job, client.FieldOwner(vocab.ManagedByValue)); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := r.Client.Create(ctx, job, client.FieldOwner(vocab.FieldManager)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return State{}, fmt.Errorf("create install strategy Job %s: %w", name, err)
 		}
 		log.Info("Created install strategy Job", "job", name, "version", cfg.Version, "image", r.Image, "attempt", a.failures+1)
@@ -469,7 +469,7 @@ func (r *Runner) ensureKey(ctx context.Context, kv *kvv1.KubeVirt) error {
 	if kv.UID != "" {
 		sec.OwnerReferences = []metav1.OwnerReference{{APIVersion: kvv1.GroupVersion.String(), Kind: "KubeVirt", Name: kv.Name, UID: kv.UID}}
 	}
-	if err := r.Client.Create(ctx, sec, client.FieldOwner(vocab.ManagedByValue)); err != nil {
+	if err := r.Client.Create(ctx, sec, client.FieldOwner(vocab.FieldManager)); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			// Someone created it between the read and the create: it is
 			// not the recorded key.
