@@ -10,6 +10,7 @@ package plan
 
 import (
 	"fmt"
+	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -235,8 +236,8 @@ func disruptionBudget(d *appsv1.Deployment) *policyv1.PodDisruptionBudget {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        d.Name + "-pdb",
 			Namespace:   d.Namespace,
-			Labels:      copyMap(d.Labels),
-			Annotations: copyMap(d.Annotations),
+			Labels:      maps.Clone(d.Labels),
+			Annotations: maps.Clone(d.Annotations),
 		},
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MinAvailable: ptr.To(intstr.FromInt32(replicas - 1)),
@@ -245,12 +246,4 @@ func disruptionBudget(d *appsv1.Deployment) *policyv1.PodDisruptionBudget {
 	}
 	stage.Set(pdb, st)
 	return pdb
-}
-
-func copyMap(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -348,9 +349,9 @@ func (r *Release) GateEnabled(gate string, enabled, disabled []string) bool {
 		return true
 	case m == Discontinued:
 		return false
-	case contains(enabled, gate):
+	case slices.Contains(enabled, gate):
 		return true
-	case contains(disabled, gate):
+	case slices.Contains(disabled, gate):
 		return false
 	}
 	return r.BetaGatesOnByDefault && m == Beta
@@ -364,15 +365,6 @@ func (r *Release) Certificate(secret string) (Certificate, bool) {
 		}
 	}
 	return Certificate{}, false
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // InstancetypeBundle returns one file of a common-instancetypes release's

@@ -20,6 +20,7 @@ package placement
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -264,7 +265,7 @@ func (in Input) named(ns string) bool {
 	if ns == "" {
 		return false
 	}
-	return ns == in.Settings.MonitorNamespace || contains(in.PrometheusNamespaces, ns)
+	return ns == in.Settings.MonitorNamespace || slices.Contains(in.PrometheusNamespaces, ns)
 }
 
 // oldEnough is the age check of a namespace trusted for being one of
@@ -272,7 +273,7 @@ func (in Input) named(ns string) bool {
 // set or no TrustSince is known, passes; another must have been created
 // at or before TrustSince.
 func (in Input) oldEnough(ns string) bool {
-	if in.named(ns) || contains(in.PrometheusNamespaces, AllNamespaces) || in.TrustSince.IsZero() {
+	if in.named(ns) || slices.Contains(in.PrometheusNamespaces, AllNamespaces) || in.TrustSince.IsZero() {
 		return true
 	}
 	created, ok := in.NamespaceCreated[ns]
@@ -978,7 +979,7 @@ func Satisfy(sel *metav1.LabelSelector, fixed map[string]string) (map[string]str
 				return nil, fmt.Sprintf("%s in () matches nothing", e.Key)
 			}
 			if cur, ok := have(e.Key); ok {
-				if !contains(e.Values, cur) {
+				if !slices.Contains(e.Values, cur) {
 					return nil, fmt.Sprintf("it requires %s in (%s), but the label is %s=%s", e.Key, strings.Join(e.Values, ","), e.Key, cur)
 				}
 				continue
@@ -1093,15 +1094,6 @@ func dedupe(in []string) []string {
 		}
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func merge(dst, src map[string]string) map[string]string {

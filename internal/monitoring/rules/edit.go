@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -119,6 +120,6 @@ func (e *editor) record(record string, labels map[string]string) RecordingRule {
 		return RecordingRule{Record: record, Expr: constRecord("vector(0)")}
 	}
 	r := e.set.RecordingRules[i]
-	r.Labels = copyMap(r.Labels)
+	r.Labels = maps.Clone(r.Labels)
 	return r
 }

@@ -103,7 +103,7 @@ func RenderSet(set RuleSet, opts Options) (*monitoringv1.PrometheusRuleSpec, err
 		recs = append(recs, monitoringv1.Rule{
 			Record: r.Record,
 			Expr:   intstr.FromString(r.Expr(opts.Namespace)),
-			Labels: copyMap(r.Labels),
+			Labels: maps.Clone(r.Labels),
 		})
 	}
 	sort.SliceStable(recs, func(i, j int) bool {
@@ -284,17 +284,6 @@ func DeclaredParameters(variants []Alert) map[string]string {
 				out[p.Name] = p.Default
 			}
 		}
-	}
-	return out
-}
-
-func copyMap(m map[string]string) map[string]string {
-	if len(m) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -186,7 +187,7 @@ func TestRulesAgainstUpstream(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if ok && contains(r.Names, n) {
+				if ok && slices.Contains(r.Names, n) {
 					covered = true
 				}
 			}
@@ -253,13 +254,4 @@ func TestRuleDifferencesCatch(t *testing.T) {
 	if _, ok := d["VirtHandlerDown"]; ok {
 		t.Errorf("an added description counted as a difference: %v", d["VirtHandlerDown"])
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

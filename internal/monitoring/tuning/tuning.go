@@ -268,8 +268,8 @@ func validateMetadata(t *v1alpha1.KubeVirtMonitoring, spec *field.Path, res *Res
 				errs = append(errs, field.Forbidden(p.Child("annotations").Key(k), "annotation prefix owned by virtop and KubeVirt"))
 			}
 		}
-		into.Labels = copyMap(labels)
-		into.Annotations = copyMap(annotations)
+		into.Labels = maps.Clone(labels)
+		into.Annotations = maps.Clone(annotations)
 	}
 	if sm := t.Spec.ServiceMonitor; sm != nil {
 		p := spec.Child("serviceMonitor")
@@ -374,7 +374,7 @@ func validateAlerts(set rules.RuleSet, in Input, list []v1alpha1.AlertTuning, ba
 			Disabled: at.Disabled,
 			Severity: rules.Severity(at.Severity),
 			For:      string(at.For),
-			Labels:   copyMap(at.Labels),
+			Labels:   maps.Clone(at.Labels),
 		}
 		if len(at.Parameters) > 0 {
 			rt.Parameters = stringMap(at.Parameters)
@@ -459,8 +459,8 @@ func convertGroups(groups []v1alpha1.RuleGroup, base *field.Path) ([]monitoringv
 				Record:      r.Record,
 				Alert:       r.Alert,
 				Expr:        intstr.FromString(r.Expr),
-				Labels:      copyMap(r.Labels),
-				Annotations: copyMap(r.Annotations),
+				Labels:      maps.Clone(r.Labels),
+				Annotations: maps.Clone(r.Annotations),
 			}
 			if r.For != "" {
 				if !validDuration(string(r.For)) {
@@ -555,7 +555,7 @@ func problemPath(p rules.Problem, ts v1alpha1.KubeVirtMonitoringSpec, spec *fiel
 }
 
 func withDefaults(m, defaults map[string]string) map[string]string {
-	out := copyMap(m)
+	out := maps.Clone(m)
 	if out == nil {
 		out = map[string]string{}
 	}
@@ -563,17 +563,6 @@ func withDefaults(m, defaults map[string]string) map[string]string {
 		if _, ok := out[k]; !ok {
 			out[k] = v
 		}
-	}
-	return out
-}
-
-func copyMap(m map[string]string) map[string]string {
-	if len(m) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -338,7 +339,7 @@ func TestCompareRules(t *testing.T) {
 		"spec.groups[name=recordingRules.rules].rules[record=cluster:dup#2].expr",
 		"spec.groups[name=other.rules]",
 	} {
-		if !contains(paths, p) {
+		if !slices.Contains(paths, p) {
 			t.Errorf("field diff lacks %s; has %v", p, paths)
 		}
 	}
@@ -420,15 +421,6 @@ func TestJSONSchema(t *testing.T) {
 	if r := rep.Changed[1].Rules; r.Added == nil || r.Removed == nil || len(r.Changed) != 1 || r.Changed[0].Name != "X" || !reflect.DeepEqual(r.Changed[0].Fields, []string{"expr"}) {
 		t.Errorf("rules = %+v", r)
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // testStrategy is a small strategy, as its ConfigMaps carry it.

@@ -114,7 +114,7 @@ func rulesAllow(rules []rbacv1.PolicyRule, p permission, verbs []string) bool {
 			if len(r.ResourceNames) > 0 {
 				continue // list and watch cannot be limited by name
 			}
-			if contains(r.Verbs, v) && contains(r.APIGroups, p.Group) && contains(r.Resources, p.Resource) {
+			if covers(r.Verbs, v) && covers(r.APIGroups, p.Group) && covers(r.Resources, p.Resource) {
 				ok = true
 				break
 			}
@@ -126,13 +126,10 @@ func rulesAllow(rules []rbacv1.PolicyRule, p permission, verbs []string) bool {
 	return true
 }
 
-func contains(list []string, want string) bool {
-	for _, s := range list {
-		if s == want || s == "*" {
-			return true
-		}
-	}
-	return false
+// covers reports whether an RBAC rule's list (verbs, API groups or
+// resources) names want or the wildcard.
+func covers(list []string, want string) bool {
+	return slices.Contains(list, want) || slices.Contains(list, "*")
 }
 
 func describeGrants(gs []grant) string {
@@ -157,7 +154,7 @@ func (f *Facts) nonResourceGrants(sa serviceAccount, path, verb string) []grant 
 			continue
 		}
 		for _, rule := range r.Rules {
-			if contains(rule.Verbs, verb) && slices.ContainsFunc(rule.NonResourceURLs, func(u string) bool { return urlMatches(u, path) }) {
+			if covers(rule.Verbs, verb) && slices.ContainsFunc(rule.NonResourceURLs, func(u string) bool { return urlMatches(u, path) }) {
 				out = append(out, grant{Binding: "ClusterRoleBinding " + crb.Name, Role: "ClusterRole " + crb.RoleRef.Name})
 				break
 			}

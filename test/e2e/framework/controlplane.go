@@ -116,14 +116,12 @@ func (e *Env) APIReady(ctx context.Context) bool {
 func isConnError(err error) bool {
 	s := err.Error()
 	for _, sub := range []string{"connection refused", "connection reset", "EOF", "i/o timeout", "no such host"} {
-		if contains(s, sub) {
+		if strings.Contains(s, sub) {
 			return true
 		}
 	}
 	return false
 }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 // StopCluster stops every component (kwokctl stop cluster); StartCluster
 // starts them again and waits for the API server.
