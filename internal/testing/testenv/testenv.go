@@ -19,7 +19,6 @@
 package testenv
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -47,8 +46,6 @@ import (
 
 	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
 )
-
-const modulePath = "github.com/virtop-dev/virtop"
 
 // Defaults chosen for a loaded 2-core machine.
 const (
@@ -292,7 +289,7 @@ func RepoRoot() (string, error) {
 	}
 	for _, dir := range starts {
 		for {
-			if isVirtopModule(filepath.Join(dir, "go.mod")) {
+			if toolpaths.IsVirtopModule(filepath.Join(dir, "go.mod")) {
 				return dir, nil
 			}
 			parent := filepath.Dir(dir)
@@ -302,22 +299,7 @@ func RepoRoot() (string, error) {
 			dir = parent
 		}
 	}
-	return "", fmt.Errorf("testenv: no go.mod of %s above the working directory", modulePath)
-}
-
-func isVirtopModule(gomod string) bool {
-	f, err := os.Open(gomod)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) == 2 && fields[0] == "module" {
-			return strings.Trim(fields[1], `"`) == modulePath
-		}
-	}
-	return false
+	return "", fmt.Errorf("testenv: no go.mod of %s above the working directory", toolpaths.ModulePath)
 }
 
 // Namespace creates a namespace unique to this test and deletes it when the

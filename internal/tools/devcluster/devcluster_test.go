@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
 )
 
 func TestNewNamesAndPaths(t *testing.T) {
@@ -149,7 +151,7 @@ func TestRefersTo(t *testing.T) {
 
 func TestFindRepoRoot(t *testing.T) {
 	root := FindRepoRoot("")
-	if root == "" || !fileExists(filepath.Join(root, "go.mod")) || !isVirtopModule(filepath.Join(root, "go.mod")) {
+	if root == "" || !fileExists(filepath.Join(root, "go.mod")) || !toolpaths.IsVirtopModule(filepath.Join(root, "go.mod")) {
 		t.Errorf("FindRepoRoot = %q", root)
 	}
 }

@@ -1,7 +1,6 @@
 package devcluster
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -23,6 +22,7 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	virtopconfig "github.com/virtop-dev/virtop/config"
 	"github.com/virtop-dev/virtop/internal/tools/podless"
+	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -596,7 +596,7 @@ func FindRepoRoot(virtop string) string {
 	}
 	for _, dir := range starts {
 		for {
-			if isVirtopModule(filepath.Join(dir, "go.mod")) {
+			if toolpaths.IsVirtopModule(filepath.Join(dir, "go.mod")) {
 				return dir
 			}
 			parent := filepath.Dir(dir)
@@ -607,21 +607,6 @@ func FindRepoRoot(virtop string) string {
 		}
 	}
 	return ""
-}
-
-func isVirtopModule(gomod string) bool {
-	f, err := os.Open(gomod)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) == 2 && fields[0] == "module" {
-			return fields[1] == "github.com/virtop-dev/virtop"
-		}
-	}
-	return false
 }
 
 func fileExists(p string) bool {

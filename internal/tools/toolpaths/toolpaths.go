@@ -1,5 +1,6 @@
 // Package toolpaths names the pinned versions of the binaries virtop's tests
-// and local cluster run, and where the tools build caches them.
+// and local cluster run, and where the tools build caches them; it also
+// recognises a virtop checkout (IsVirtopModule), which both need to find.
 //
 // Layout: ${XDG_CACHE_HOME:-$HOME/.cache}/virtop/tools/<tool>-<version>/<binary>.
 // The build script hack/tools/build.sh writes the same layout; keep both in
@@ -7,10 +8,32 @@
 package toolpaths
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
+
+// ModulePath is virtop's Go module path.
+const ModulePath = "github.com/virtop-dev/virtop"
+
+// IsVirtopModule reports whether the go.mod file at gomod declares
+// ModulePath; false if it cannot be read.
+func IsVirtopModule(gomod string) bool {
+	f, err := os.Open(gomod)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if fields := strings.Fields(sc.Text()); len(fields) == 2 && fields[0] == "module" {
+			return strings.Trim(fields[1], `"`) == ModulePath
+		}
+	}
+	return false
+}
 
 // Pinned versions. hack/tools/versions.env holds the same values for the
 // build script.
