@@ -23,14 +23,13 @@ import (
 	"k8s.io/client-go/util/csaupgrade"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // ByUpstream reports whether an object carries upstream's operator's
 // managed-by label.
 func ByUpstream(labels map[string]string) bool {
-	return labels[vocab.ManagedByLabel] == strategy.UpstreamManagedByValue
+	return labels[vocab.ManagedByLabel] == vocab.UpstreamManagedByValue
 }
 
 // operatorImage reports whether an image is upstream's virt-operator
@@ -183,7 +182,7 @@ func HandBackPatch(live *unstructured.Unstructured, rec *Record) ([]byte, error)
 		a[vocab.InstallStrategyVersionAnnotation] == rec.Version {
 		ann[vocab.InstallStrategyIdentifierAnnotation] = rec.DeploymentID
 	}
-	labels := map[string]interface{}{vocab.ManagedByLabel: strategy.UpstreamManagedByValue}
+	labels := map[string]interface{}{vocab.ManagedByLabel: vocab.UpstreamManagedByValue}
 	for k := range live.GetLabels() {
 		if strings.HasPrefix(k, "virtop.dev/") {
 			labels[k] = nil

@@ -28,7 +28,6 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/config"
-	"github.com/virtop-dev/virtop/internal/monitoring/dashboard"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/plan"
@@ -332,7 +331,7 @@ func (r *Reader) trustSince(ctx context.Context, namespace string) (time.Time, e
 // ship their dashboards that way). One metadata list per namespace, of at
 // most one item.
 func (r *Reader) dashboardNamespaces(ctx context.Context, candidates []string) ([]string, error) {
-	sel, err := labels.Parse(dashboard.SidecarLabel + "," + vocab.ManagedByLabel + "!=" + vocab.ManagedByValue)
+	sel, err := labels.Parse(vocab.DashboardSidecarLabel + "," + vocab.ManagedByLabel + "!=" + vocab.ManagedByValue)
 	if err != nil {
 		return nil, err
 	}

@@ -35,7 +35,7 @@
 // Which certificates a strategy has, and how each is issued, is the
 // release's fact (internal/release: the data's certificates, read from
 // upstream's secrets.go at the tag), carried by each certificate Secret of
-// the strategy in the annotation release.CertificateAnnotation; v1.6 adds
+// the strategy in the annotation vocab.CertificateAnnotation; v1.6 adds
 // the synchronization controller's client and server certificates, v1.7
 // virt-handler's migration and vsock client certificates, v1.8 the backup
 // CA, v1.9 virt-handler's monitoring client and virt-template's three.
@@ -150,7 +150,7 @@ func (ss specSet) byName(name string) *spec {
 }
 
 // specsOf collects the certificate specs of a strategy's objects: each
-// Secret's own (release.CertificateAnnotation), else, for Secrets of older
+// Secret's own (vocab.CertificateAnnotation), else, for Secrets of older
 // strategies, the v1.5.3 spec of that name. CAs come first.
 func specsOf(objs []client.Object) (specSet, error) {
 	var cas, leaves specSet
@@ -160,13 +160,13 @@ func specsOf(objs []client.Object) (specSet, error) {
 			continue
 		}
 		s := specFor(sec.Name)
-		if raw, ok := sec.Annotations[release.CertificateAnnotation]; ok {
+		if raw, ok := sec.Annotations[vocab.CertificateAnnotation]; ok {
 			var c release.Certificate
 			if err := json.Unmarshal([]byte(raw), &c); err != nil {
-				return nil, fmt.Errorf("Secret %s: annotation %s: %w", sec.Name, release.CertificateAnnotation, err)
+				return nil, fmt.Errorf("Secret %s: annotation %s: %w", sec.Name, vocab.CertificateAnnotation, err)
 			}
 			if c.Secret != sec.Name {
-				return nil, fmt.Errorf("Secret %s: annotation %s is for %q", sec.Name, release.CertificateAnnotation, c.Secret)
+				return nil, fmt.Errorf("Secret %s: annotation %s is for %q", sec.Name, vocab.CertificateAnnotation, c.Secret)
 			}
 			var err error
 			if s, err = specFromRelease(c); err != nil {

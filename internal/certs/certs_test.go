@@ -28,6 +28,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 const ns = "kubevirt"
@@ -404,7 +405,7 @@ func TestBadCertificateAnnotation(t *testing.T) {
 			for i, o := range objs {
 				if o.GetName() == "kubevirt-virt-api-certs" {
 					c := o.(*corev1.Secret).DeepCopy()
-					c.Annotations[release.CertificateAnnotation] = value
+					c.Annotations[vocab.CertificateAnnotation] = value
 					objs[i] = c
 				}
 			}

@@ -28,7 +28,7 @@ certificate expiry, and virtop's own monitoring gate and conditions. Panels
 read only the metrics that version exposes.
 
 The operator installs it as the ConfigMap ` + vocab.DashboardConfigMapName + `, labelled
-` + dashboard.SidecarLabel + `=` + dashboard.SidecarLabelValue + `, where it finds a Grafana dashboard sidecar convention (a
+` + vocab.DashboardSidecarLabel + `=` + vocab.DashboardSidecarLabelValue + `, where it finds a Grafana dashboard sidecar convention (a
 ConfigMap with that label in a monitoring namespace, as kube-prometheus-stack
 ships its dashboards); a KubeVirtMonitoring with spec.dashboard.disabled
 leaves it out. It prints the dashboard's JSON for Grafana's import, or with

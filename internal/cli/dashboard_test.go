@@ -10,6 +10,7 @@ import (
 
 	"github.com/virtop-dev/virtop/internal/monitoring/dashboard"
 	"github.com/virtop-dev/virtop/internal/monitoring/metrics"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // TestDashboardCommand: virtop dashboard prints JSON the SDK reads and that
@@ -39,7 +40,7 @@ func TestDashboardCommand(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(out), &cm); err != nil {
 		t.Fatal(err)
 	}
-	if cm.Labels[dashboard.SidecarLabel] != dashboard.SidecarLabelValue || cm.Data[dashboard.FileName] == "" {
+	if cm.Labels[vocab.DashboardSidecarLabel] != vocab.DashboardSidecarLabelValue || cm.Data[dashboard.FileName] == "" {
 		t.Errorf("ConfigMap %s labels %v keys %d", cm.Name, cm.Labels, len(cm.Data))
 	}
 	if code, _, _ := runCLI("dashboard", "-o", "xml"); code != 2 {

@@ -33,8 +33,8 @@ func newDashboardConfigMap(c *config.DeploymentConfig, r catalog.Release) (*core
 			Name:      vocab.DashboardConfigMapName,
 			Namespace: c.Namespace,
 			Labels: map[string]string{
-				dashboard.SidecarLabel: dashboard.SidecarLabelValue,
-				vocab.K8sAppLabel:      "kubevirt",
+				vocab.DashboardSidecarLabel: vocab.DashboardSidecarLabelValue,
+				vocab.K8sAppLabel:           "kubevirt",
 			},
 		},
 		Data: map[string]string{dashboard.FileName: string(b)},

@@ -42,9 +42,6 @@ import (
 
 // Facts of upstream's rollout.
 const (
-	// SupportsMigrationCNsLabel marks a virt-handler DaemonSet that can
-	// validate its migration peers' certificates.
-	SupportsMigrationCNsLabel = "kubevirt.io/supports-migration-cn-types"
 	// MigrationCNTypesFlag and its value make virt-handler validate them.
 	MigrationCNTypesFlag  = "--migration-cn-types"
 	MigrationCNTypesValue = "migration"
@@ -90,7 +87,7 @@ func (h HandlerTLS) Done() bool {
 // (ds, changed in place to the step's form) given the live DaemonSet (nil
 // when there is none). It reads nothing else: a pure function of the two.
 func StageHandlerTLS(ds, live *appsv1.DaemonSet) HandlerTLS {
-	if ds.Labels[SupportsMigrationCNsLabel] != "true" {
+	if ds.Labels[vocab.SupportsMigrationCNsLabel] != "true" {
 		return HandlerTLS{Step: HandlerTLSNotStaged, Settled: live != nil && rolledOut(live, ds)}
 	}
 	step := HandlerTLSRollout

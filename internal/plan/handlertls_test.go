@@ -20,7 +20,7 @@ func rendered(id string, supports bool) *appsv1.DaemonSet {
 	ds := &appsv1.DaemonSet{}
 	ds.Name = vocab.VirtHandler
 	if supports {
-		ds.Labels = map[string]string{SupportsMigrationCNsLabel: "true"}
+		ds.Labels = map[string]string{vocab.SupportsMigrationCNsLabel: "true"}
 	}
 	ds.Spec.Template.Annotations = map[string]string{vocab.InstallStrategyIdentifierAnnotation: id}
 	ds.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: OldHandlerClientCertVolume}, {Name: "kubevirt-virt-handler-server-certs"}, {Name: "kubevirt-virt-handler-migration-client-certs"}}

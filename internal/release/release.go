@@ -91,12 +91,6 @@ type Certificate struct {
 	Service string `json:"service,omitempty"`
 }
 
-// CertificateAnnotation carries a certificate Secret's Certificate (as
-// JSON) with the Secret in a strategy, so the certificate code issues what
-// the strategy's release needs, also for a strategy rendered by another
-// virtop's Job.
-const CertificateAnnotation = "virtop.dev/certificate"
-
 // Condition is when a release renders something the reference dump, made
 // for the minimal KubeVirt resource, does not show (or shows and the
 // resource can turn off): a feature gate's state, image pull secrets, a

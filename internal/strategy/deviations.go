@@ -108,7 +108,7 @@ func certificatePlaceholders(rel *release.Release) func(*config.DeploymentConfig
 			if ann == nil {
 				ann = map[string]string{}
 			}
-			ann[release.CertificateAnnotation] = string(b)
+			ann[vocab.CertificateAnnotation] = string(b)
 			s.SetAnnotations(ann)
 			s.Type = corev1.SecretTypeTLS
 			if s.Data == nil {

@@ -13,12 +13,6 @@ import (
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
-// Upstream's operator's manager label value and generation annotation.
-const (
-	UpstreamManagedByValue       = "virt-operator"
-	UpstreamGenerationAnnotation = "kubevirt.io/generation"
-)
-
 // IsUpstream reports whether objects are an install strategy written by
 // upstream's operator rather than virtop: none carries virtop's stage
 // annotation.
@@ -103,12 +97,12 @@ func upstreamStamps(cfg *config.DeploymentConfig, labels, ann map[string]string,
 	if cfg.ProductComponent != "" {
 		labels[vocab.AppComponentLabel] = cfg.ProductComponent
 	}
-	labels[vocab.ManagedByLabel] = UpstreamManagedByValue
+	labels[vocab.ManagedByLabel] = vocab.UpstreamManagedByValue
 	ann[vocab.InstallStrategyVersionAnnotation] = cfg.Version
 	ann[vocab.InstallStrategyRegistryAnnotation] = cfg.Registry
 	ann[vocab.InstallStrategyIdentifierAnnotation] = cfg.ID
 	if generation {
-		ann[UpstreamGenerationAnnotation] = "0"
+		ann[vocab.UpstreamGenerationAnnotation] = "0"
 	}
 	return labels, ann
 }

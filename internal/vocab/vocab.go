@@ -45,6 +45,12 @@ const (
 	// (its client's user agent); adoption moves its fields to FieldManager
 	// and hand back moves them back (internal/adopt).
 	UpstreamFieldManager = "virt-operator"
+	// UpstreamManagedByValue is the ManagedByLabel value upstream's
+	// operator sets on the objects it creates.
+	UpstreamManagedByValue = "virt-operator"
+	// UpstreamGenerationAnnotation is the annotation upstream's operator
+	// records an object's generation in.
+	UpstreamGenerationAnnotation = "kubevirt.io/generation"
 	// AdoptedFromAnnotation on the KubeVirt resource records that virtop
 	// took the installation over from upstream's operator, and at which
 	// release and deployment ID.
@@ -105,6 +111,12 @@ const (
 	PinnedFieldsAnnotation = "virtop.dev/pinned-fields"
 )
 
+// CertificateAnnotation carries a certificate Secret's Certificate (as
+// JSON) with the Secret in a strategy, so the certificate code issues what
+// the strategy's release needs, also for a strategy rendered by another
+// virtop's Job.
+const CertificateAnnotation = "virtop.dev/certificate"
+
 // Labels of the rendered objects, as upstream sets them.
 const (
 	// AppLabel selects component pods: kubevirt.io: virt-api.
@@ -128,6 +140,17 @@ const (
 	// Prometheus selects namespaces by; it also makes OpenShift's cluster
 	// monitoring pick the ServiceMonitor up.
 	ClusterMonitoringLabel = "openshift.io/cluster-monitoring"
+	// SupportsMigrationCNsLabel marks a virt-handler DaemonSet that can
+	// validate its migration peers' certificates.
+	SupportsMigrationCNsLabel = "kubevirt.io/supports-migration-cn-types"
+)
+
+// DashboardSidecarLabel is the label Grafana's dashboard sidecar (the
+// kube-prometheus-stack and Grafana Helm charts' default) loads ConfigMaps
+// by, with DashboardSidecarLabelValue.
+const (
+	DashboardSidecarLabel      = "grafana_dashboard"
+	DashboardSidecarLabelValue = "1"
 )
 
 // Annotations of the rendered objects, as upstream sets them.

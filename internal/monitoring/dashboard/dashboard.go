@@ -38,11 +38,6 @@ const (
 	// FileName is the ConfigMap data key: Grafana's dashboard sidecar
 	// writes each key to a file of that name.
 	FileName = "kubevirt-control-plane.json"
-	// SidecarLabel is the label Grafana's dashboard sidecar (the
-	// kube-prometheus-stack and Grafana Helm charts' default) loads
-	// ConfigMaps by, with SidecarLabelValue.
-	SidecarLabel      = "grafana_dashboard"
-	SidecarLabelValue = "1"
 )
 
 // rateWindow stands in for $__rate_interval where a query is parsed outside

@@ -102,7 +102,7 @@ type Options struct {
 var VersionStamps = []string{
 	vocab.InstallStrategyVersionAnnotation,
 	vocab.InstallStrategyRegistryAnnotation,
-	"kubevirt.io/generation",
+	vocab.UpstreamGenerationAnnotation,
 	"app.kubernetes.io/version",
 }
 

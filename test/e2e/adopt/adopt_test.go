@@ -310,7 +310,7 @@ func checkAdopted(t *testing.T, c client.Client, inst *installation, inStrategy 
 			}
 		case ours && required:
 			t.Errorf("%s: in virtop's strategy but not adopted (managed-by %q)", o.key, label)
-		case label != strategy.UpstreamManagedByValue:
+		case label != vocab.UpstreamManagedByValue:
 			t.Errorf("%s: not virtop's to adopt, but its managed-by label is %q", o.key, label)
 		default:
 			kept = append(kept, o.key.String())
@@ -351,7 +351,7 @@ func checkHandedBack(t *testing.T, c client.Client, inst *installation, sameRele
 	}
 	n := 0
 	for _, gvk := range kinds.Managed {
-		for _, value := range []string{vocab.ManagedByValue, strategy.UpstreamManagedByValue} {
+		for _, value := range []string{vocab.ManagedByValue, vocab.UpstreamManagedByValue} {
 			list := &unstructured.UnstructuredList{}
 			list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 			if err := c.List(ctx, list, client.MatchingLabels{vocab.ManagedByLabel: value}); err != nil {
@@ -381,7 +381,7 @@ func checkHandedBack(t *testing.T, c client.Client, inst *installation, sameRele
 			}
 		}
 	}
-	t.Logf("%d objects labelled managed-by %s after the hand back", n, strategy.UpstreamManagedByValue)
+	t.Logf("%d objects labelled managed-by %s after the hand back", n, vocab.UpstreamManagedByValue)
 	kv := mustKubeVirt(t, c)
 	if a := kv.Annotations[vocab.AdoptedFromAnnotation]; a != "" {
 		t.Errorf("the KubeVirt resource keeps the adoption record %q", a)
@@ -515,7 +515,7 @@ func wipeAll(t *testing.T, c client.Client, inst *installation) {
 	ctx := context.Background()
 	var extra []created
 	for _, gvk := range kinds.Managed {
-		for _, value := range []string{vocab.ManagedByValue, strategy.UpstreamManagedByValue} {
+		for _, value := range []string{vocab.ManagedByValue, vocab.UpstreamManagedByValue} {
 			list := &unstructured.UnstructuredList{}
 			list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 			if err := c.List(ctx, list, client.MatchingLabels{vocab.ManagedByLabel: value}); err != nil {

@@ -29,7 +29,6 @@ import (
 	"github.com/virtop-dev/virtop/internal/certs"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/plan"
-	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	crdwait "github.com/virtop-dev/virtop/internal/testing/crds"
@@ -154,7 +153,7 @@ func installByUpstream(t *testing.T, c client.Client, dir string, kv *kvv1.KubeV
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Namespace:    kv.Namespace,
 		GenerateName: vocab.InstallStrategyConfigMapPrefix,
-		Labels:       map[string]string{vocab.InstallStrategyLabel: "", vocab.ManagedByLabel: strategy.UpstreamManagedByValue},
+		Labels:       map[string]string{vocab.InstallStrategyLabel: "", vocab.ManagedByLabel: vocab.UpstreamManagedByValue},
 		Annotations: map[string]string{
 			vocab.InstallStrategyVersionAnnotation:    version,
 			vocab.InstallStrategyRegistryAnnotation:   dc.Registry,
@@ -262,7 +261,7 @@ func (inst *installation) create(t *testing.T, c client.Client, o client.Object)
 // issueCertificates fills the certificate Secrets, CA ConfigMaps and
 // caBundles as upstream's operator does when it applies them. The
 // certificates newer releases add are described to virtop's issuer by an
-// annotation on virtop's own Secrets (release.CertificateAnnotation): it
+// annotation on virtop's own Secrets (vocab.CertificateAnnotation): it
 // is lent to upstream's Secrets of the same name for the issue, then
 // removed.
 func issueCertificates(objs []client.Object, cfg *config.DeploymentConfig) ([]client.Object, error) {
@@ -272,8 +271,8 @@ func issueCertificates(objs []client.Object, cfg *config.DeploymentConfig) ([]cl
 	}
 	facts := map[string]string{}
 	for _, o := range st.Objects {
-		if sec, ok := o.(*corev1.Secret); ok && sec.Annotations[release.CertificateAnnotation] != "" {
-			facts[sec.Name] = sec.Annotations[release.CertificateAnnotation]
+		if sec, ok := o.(*corev1.Secret); ok && sec.Annotations[vocab.CertificateAnnotation] != "" {
+			facts[sec.Name] = sec.Annotations[vocab.CertificateAnnotation]
 		}
 	}
 	objs = dedupe(objs)
@@ -282,7 +281,7 @@ func issueCertificates(objs []client.Object, cfg *config.DeploymentConfig) ([]cl
 			if sec.Annotations == nil {
 				sec.Annotations = map[string]string{}
 			}
-			sec.Annotations[release.CertificateAnnotation] = facts[sec.Name]
+			sec.Annotations[vocab.CertificateAnnotation] = facts[sec.Name]
 		}
 	}
 	filled, _, err := (&certs.Manager{}).Fill(objs, certs.Live{}, cfg.Certificates)
@@ -291,7 +290,7 @@ func issueCertificates(objs []client.Object, cfg *config.DeploymentConfig) ([]cl
 	}
 	for _, o := range filled {
 		if sec, ok := o.(*corev1.Secret); ok {
-			delete(sec.Annotations, release.CertificateAnnotation)
+			delete(sec.Annotations, vocab.CertificateAnnotation)
 		}
 	}
 	return filled, nil

@@ -35,7 +35,7 @@ func TestGrafanaDashboard(t *testing.T) {
 	ns := env.Namespace(t)
 	promNS := env.Namespace(t)
 	grafana := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: promNS, Name: "kps-nodes-dashboard",
-		Labels: map[string]string{dashboard.SidecarLabel: "1"}}, Data: map[string]string{"nodes.json": "{}"}}
+		Labels: map[string]string{vocab.DashboardSidecarLabel: "1"}}, Data: map[string]string{"nodes.json": "{}"}}
 	if err := c.Create(ctx, grafana); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestGrafanaDashboard(t *testing.T) {
 		if err := c.Get(ctx, key, cm); err != nil {
 			return false, err.Error()
 		}
-		if cm.Labels[dashboard.SidecarLabel] != dashboard.SidecarLabelValue {
+		if cm.Labels[vocab.DashboardSidecarLabel] != vocab.DashboardSidecarLabelValue {
 			return false, fmt.Sprintf("labels %v", cm.Labels)
 		}
 		d, err := dashboard.Decode([]byte(cm.Data[dashboard.FileName]))
