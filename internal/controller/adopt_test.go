@@ -172,7 +172,7 @@ func adoptUpstream(t *testing.T, version, upgrade string) {
 			cur := &kvv1.KubeVirt{}
 			if err := c.Get(ctx, key, cur); err == nil {
 				mu.Lock()
-				if st := condition(cur, kvv1.KubeVirtConditionAvailable).Status; len(seen) == 0 || seen[len(seen)-1] != st {
+				if st := cur.Status.Condition(kvv1.KubeVirtConditionAvailable).Status; len(seen) == 0 || seen[len(seen)-1] != st {
 					seen = append(seen, st)
 				}
 				mu.Unlock()
@@ -213,10 +213,10 @@ func adoptUpstream(t *testing.T, version, upgrade string) {
 		if err := c.Get(ctx, key, cur); err != nil {
 			return false, err.Error()
 		}
-		s := condition(cur, kvv1.KubeVirtConditionSynchronized)
+		s := cur.Status.Condition(kvv1.KubeVirtConditionSynchronized)
 		return s.Reason == kvv1.ReasonUpstreamOperatorRunning, s.Reason + ": " + s.Message
 	})
-	t.Logf("refused: %s", condition(cur, kvv1.KubeVirtConditionSynchronized).Message)
+	t.Logf("refused: %s", cur.Status.Condition(kvv1.KubeVirtConditionSynchronized).Message)
 	if cur.Status.ObservedDeploymentID != "upstream-deployment-id" || cur.Status.TargetDeploymentID != "upstream-deployment-id" || cur.Annotations[vocab.AdoptedFromAnnotation] != "" {
 		t.Errorf("a refused adoption changed the resource: target %q observed %q annotations %v", cur.Status.TargetDeploymentID, cur.Status.ObservedDeploymentID, cur.Annotations)
 	}
@@ -238,7 +238,7 @@ func adoptUpstream(t *testing.T, version, upgrade string) {
 		if err := c.Get(ctx, key, cur); err != nil {
 			return false, err.Error()
 		}
-		a, p := condition(cur, kvv1.KubeVirtConditionAvailable), condition(cur, kvv1.KubeVirtConditionProgressing)
+		a, p := cur.Status.Condition(kvv1.KubeVirtConditionAvailable), cur.Status.Condition(kvv1.KubeVirtConditionProgressing)
 		return cur.Status.ObservedDeploymentID == cur.Status.TargetDeploymentID && cur.Status.ObservedDeploymentID != "upstream-deployment-id" &&
 				a.Status == corev1.ConditionTrue && p.Status == corev1.ConditionFalse,
 			"observed " + cur.Status.ObservedDeploymentID + ", Available " + string(a.Status) + " Progressing " + string(p.Status) + ": " + p.Message
@@ -284,7 +284,7 @@ func adoptUpstream(t *testing.T, version, upgrade string) {
 			if err := c.Get(ctx, key, cur); err != nil {
 				return false, err.Error()
 			}
-			a, p := condition(cur, kvv1.KubeVirtConditionAvailable), condition(cur, kvv1.KubeVirtConditionProgressing)
+			a, p := cur.Status.Condition(kvv1.KubeVirtConditionAvailable), cur.Status.Condition(kvv1.KubeVirtConditionProgressing)
 			return cur.Status.ObservedKubeVirtVersion == upgrade && cur.Status.ObservedDeploymentID != adopted && a.Status == corev1.ConditionTrue && p.Status == corev1.ConditionFalse,
 				"observed " + cur.Status.ObservedKubeVirtVersion + ", Progressing " + string(p.Status) + ": " + p.Message
 		})

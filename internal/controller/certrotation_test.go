@@ -191,7 +191,7 @@ func TestCertRotation(t *testing.T) {
 		if err := c.Get(ctx, key, cur); err != nil {
 			return nil, err.Error()
 		}
-		if a := condition(cur, kvv1.KubeVirtConditionAvailable); a.Status != corev1.ConditionTrue {
+		if a := cur.Status.Condition(kvv1.KubeVirtConditionAvailable); a.Status != corev1.ConditionTrue {
 			t.Fatalf("Available went %s during certificate rotation: %s %s", a.Status, a.Reason, a.Message)
 		}
 		st, err := readCertState(t, c, ns)

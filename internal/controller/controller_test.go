@@ -46,15 +46,6 @@ func newKubeVirt(t *testing.T, ns string, mutate func(*kvv1.KubeVirt)) *kvv1.Kub
 	return kv
 }
 
-func condition(kv *kvv1.KubeVirt, typ kvv1.KubeVirtConditionType) kvv1.KubeVirtCondition {
-	for _, c := range kv.Status.Conditions {
-		if c.Type == typ {
-			return c
-		}
-	}
-	return kvv1.KubeVirtCondition{}
-}
-
 func waitAvailable(t *testing.T, c client.Client, key types.NamespacedName) *kvv1.KubeVirt {
 	t.Helper()
 	kv := &kvv1.KubeVirt{}
@@ -62,8 +53,8 @@ func waitAvailable(t *testing.T, c client.Client, key types.NamespacedName) *kvv
 		if err := c.Get(context.Background(), key, kv); err != nil {
 			return false, err.Error()
 		}
-		a := condition(kv, kvv1.KubeVirtConditionAvailable)
-		p := condition(kv, kvv1.KubeVirtConditionProgressing)
+		a := kv.Status.Condition(kvv1.KubeVirtConditionAvailable)
+		p := kv.Status.Condition(kvv1.KubeVirtConditionProgressing)
 		return a.Status == corev1.ConditionTrue && p.Status == corev1.ConditionFalse,
 			fmt.Sprintf("phase %s, Available %s (%s), Progressing %s: %s", kv.Status.Phase, a.Status, a.Message, p.Status, p.Message)
 	})
@@ -214,7 +205,7 @@ func TestInstallSteadyStateDriftAndSecond(t *testing.T) {
 			if err := c.Get(ctx, client.ObjectKeyFromObject(second), second); err != nil {
 				return false, err.Error()
 			}
-			s := condition(second, kvv1.KubeVirtConditionSynchronized)
+			s := second.Status.Condition(kvv1.KubeVirtConditionSynchronized)
 			return s.Status == corev1.ConditionFalse && s.Reason == "ExistingDeployment" && strings.Contains(s.Message, "kubevirt"),
 				fmt.Sprintf("%+v", s)
 		})
@@ -241,10 +232,10 @@ func TestInstallSteadyStateDriftAndSecond(t *testing.T) {
 			if err := c.Get(ctx, key, cur); err != nil {
 				return false, err.Error()
 			}
-			s := condition(cur, kvv1.KubeVirtConditionStalled)
+			s := cur.Status.Condition(kvv1.KubeVirtConditionStalled)
 			return s.Status == corev1.ConditionTrue && strings.Contains(s.Message, "patches[0]"), fmt.Sprintf("%+v", s)
 		})
-		if a := condition(cur, kvv1.KubeVirtConditionAvailable); a.Status != corev1.ConditionTrue {
+		if a := cur.Status.Condition(kvv1.KubeVirtConditionAvailable); a.Status != corev1.ConditionTrue {
 			t.Errorf("Available %s after a bad edit; the running control plane was not touched", a.Status)
 		}
 		if cur.Status.ObservedGeneration == nil || *cur.Status.ObservedGeneration != cur.Generation {
@@ -319,16 +310,16 @@ func TestUpgrade(t *testing.T) {
 		if err := c.Get(ctx, key, cur); err != nil {
 			return false, err.Error()
 		}
-		if a := condition(cur, kvv1.KubeVirtConditionAvailable); a.Status != corev1.ConditionTrue {
+		if a := cur.Status.Condition(kvv1.KubeVirtConditionAvailable); a.Status != corev1.ConditionTrue {
 			t.Fatalf("Available went %s during the update: %s", a.Status, a.Message)
 		}
-		if d := condition(cur, kvv1.KubeVirtConditionDegraded); d.Status == corev1.ConditionTrue {
+		if d := cur.Status.Condition(kvv1.KubeVirtConditionDegraded); d.Status == corev1.ConditionTrue {
 			t.Fatalf("Degraded went True during a healthy update: %s", d.Message)
 		}
-		if p := condition(cur, kvv1.KubeVirtConditionProgressing); p.Status == corev1.ConditionTrue && p.Reason == "UpdateInProgress" {
+		if p := cur.Status.Condition(kvv1.KubeVirtConditionProgressing); p.Status == corev1.ConditionTrue && p.Reason == "UpdateInProgress" {
 			sawUpdating = true
 		}
-		p := condition(cur, kvv1.KubeVirtConditionProgressing)
+		p := cur.Status.Condition(kvv1.KubeVirtConditionProgressing)
 		return cur.Status.ObservedKubeVirtVersion == "v1.5.3" && p.Status == corev1.ConditionFalse,
 			fmt.Sprintf("observed %s, Progressing %s %s", cur.Status.ObservedKubeVirtVersion, p.Status, p.Message)
 	})
@@ -423,7 +414,7 @@ func TestUninstall(t *testing.T) {
 		if err := c.Get(ctx, key, cur); err != nil {
 			return false, err.Error()
 		}
-		s := condition(cur, kvv1.KubeVirtConditionSynchronized)
+		s := cur.Status.Condition(kvv1.KubeVirtConditionSynchronized)
 		return cur.Status.Phase == kvv1.KubeVirtPhaseDeleting && s.Reason == "DeletionBlocked" && strings.Contains(s.Message, "VirtualMachineInstance"),
 			fmt.Sprintf("phase %s, %+v", cur.Status.Phase, s)
 	})
@@ -447,7 +438,7 @@ func TestUninstall(t *testing.T) {
 		return err == nil && cur.UID != oldUID, fmt.Sprint(err)
 	})
 	if cur := (&kvv1.KubeVirt{}); c.Get(ctx, key, cur) == nil {
-		if s := condition(cur, kvv1.KubeVirtConditionSynchronized); cur.Status.Phase != kvv1.KubeVirtPhaseDeleting || s.Reason != "DeletionBlocked" {
+		if s := cur.Status.Condition(kvv1.KubeVirtConditionSynchronized); cur.Status.Phase != kvv1.KubeVirtPhaseDeleting || s.Reason != "DeletionBlocked" {
 			t.Errorf("while kept, the resource says phase %s, Synchronized %s %s; want Deleting, DeletionBlocked", cur.Status.Phase, s.Status, s.Reason)
 		}
 	}

@@ -150,8 +150,8 @@ func TestCertificatesRenewedWhileMigrating(t *testing.T) {
 	}
 	settledAt := func(version string) func(*kvv1.KubeVirt) (bool, string) {
 		return func(cur *kvv1.KubeVirt) (bool, string) {
-			a := condition(cur, kvv1.KubeVirtConditionAvailable)
-			p := condition(cur, kvv1.KubeVirtConditionProgressing)
+			a := cur.Status.Condition(kvv1.KubeVirtConditionAvailable)
+			p := cur.Status.Condition(kvv1.KubeVirtConditionProgressing)
 			return cur.Status.ObservedKubeVirtVersion == version && a.Status == corev1.ConditionTrue && p.Status == corev1.ConditionFalse,
 				fmt.Sprintf("observed %q, Available %s, Progressing %s: %s", cur.Status.ObservedKubeVirtVersion, a.Status, p.Status, p.Message)
 		}
@@ -169,8 +169,8 @@ func TestCertificatesRenewedWhileMigrating(t *testing.T) {
 	// held: the upgrade waits for the migration, which goes on in the next
 	// pass (or, as before migrations resumed, ran into the pass bound).
 	held := func(cur *kvv1.KubeVirt) (bool, string) {
-		p := condition(cur, kvv1.KubeVirtConditionProgressing)
-		d := condition(cur, kvv1.KubeVirtConditionDegraded)
+		p := cur.Status.Condition(kvv1.KubeVirtConditionProgressing)
+		d := cur.Status.Condition(kvv1.KubeVirtConditionDegraded)
 		timedOut := d.Reason == kvv1.ReasonPassTimedOut && strings.Contains(d.Message, `"migrate"`)
 		return p.Status == corev1.ConditionTrue && (strings.Contains(p.Message, "storage migration of CRD "+itCRD) || timedOut),
 			fmt.Sprintf("Progressing %s: %s; Degraded %s %s: %s", p.Status, p.Message, d.Status, d.Reason, d.Message)
@@ -185,7 +185,7 @@ func TestCertificatesRenewedWhileMigrating(t *testing.T) {
 	if ok, msg := held(cur); !ok {
 		t.Errorf("the migration no longer holds the upgrade after the renewal pass: %s", msg)
 	}
-	if d := condition(cur, kvv1.KubeVirtConditionDegraded); d.Status != corev1.ConditionFalse {
+	if d := cur.Status.Condition(kvv1.KubeVirtConditionDegraded); d.Status != corev1.ConditionFalse {
 		t.Errorf("Degraded %s while the migration goes on: %s %s", d.Status, d.Reason, d.Message)
 	}
 	after, err := readCertState(t, c, ns)

@@ -76,12 +76,7 @@ func TestPassTimeout(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKeyFromObject(kv), live); err != nil {
 		t.Fatal(err)
 	}
-	var degraded *kvv1.KubeVirtCondition
-	for i := range live.Status.Conditions {
-		if live.Status.Conditions[i].Type == kvv1.KubeVirtConditionDegraded {
-			degraded = &live.Status.Conditions[i]
-		}
-	}
+	degraded := live.Status.FindCondition(kvv1.KubeVirtConditionDegraded)
 	if degraded == nil || degraded.Status != "True" || degraded.Reason != kvv1.ReasonPassTimedOut || !strings.Contains(degraded.Message, `"plan"`) {
 		t.Errorf("Degraded condition %+v; want True, reason %s, naming the step", degraded, kvv1.ReasonPassTimedOut)
 	}

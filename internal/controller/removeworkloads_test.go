@@ -104,7 +104,7 @@ func TestUninstallRemoveWorkloadsBeforeTheControllers(t *testing.T) {
 		vl := &unstructured.Unstructured{}
 		vl.SetGroupVersionKind(vmi.GroupVersionKind())
 		verr := c.Get(ctx, client.ObjectKeyFromObject(vmi), vl)
-		return false, fmt.Sprintf("%v; phase %s; Synchronized: %s; CRDs %v; vmi %v %v %v", err, cur.Status.Phase, condition(cur, kvv1.KubeVirtConditionSynchronized).Message, left, verr, vl.GetDeletionTimestamp(), vl.GetFinalizers())
+		return false, fmt.Sprintf("%v; phase %s; Synchronized: %s; CRDs %v; vmi %v %v %v", err, cur.Status.Phase, cur.Status.Condition(kvv1.KubeVirtConditionSynchronized).Message, left, verr, vl.GetDeletionTimestamp(), vl.GetFinalizers())
 	})
 	select {
 	case <-cleared:

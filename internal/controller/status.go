@@ -29,8 +29,8 @@ func (s *scope) facts() kvstatus.Facts {
 		WaitingOn:            s.applied.WaitingOn,
 		MonitoringErr:        s.applied.MonitoringErr,
 		Updating:             s.updating(),
-		PreviouslyAvailable:  kvstatus.StatusOf(s.orig.Status.Conditions, kvv1.KubeVirtConditionAvailable),
-		PreviousMonitoring:   kvstatus.Find(s.orig.Status.Conditions, kvv1.KubeVirtConditionMonitoringReady),
+		PreviouslyAvailable:  s.orig.Status.Condition(kvv1.KubeVirtConditionAvailable).Status,
+		PreviousMonitoring:   s.orig.Status.FindCondition(kvv1.KubeVirtConditionMonitoringReady),
 		Deleting:             kv.DeletionTimestamp != nil,
 		DeletionBlocked:      s.blocked,
 		Deleted:              s.deleted,
@@ -105,11 +105,11 @@ func (r *Reconciler) eventForChanges(orig, kv *kvv1.KubeVirt) {
 		return
 	}
 	for _, c := range kv.Status.Conditions {
-		before := kvstatus.StatusOf(orig.Status.Conditions, c.Type)
+		before := orig.Status.Condition(c.Type).Status
 		if c.Type == kvv1.KubeVirtConditionMonitoringReady {
 			// Every change of the monitoring state is worth an event,
 			// including a new reason under the same status.
-			if prev := kvstatus.Find(orig.Status.Conditions, c.Type); prev == nil || prev.Status != c.Status || prev.Reason != c.Reason {
+			if prev := orig.Status.FindCondition(c.Type); prev == nil || prev.Status != c.Status || prev.Reason != c.Reason {
 				typ := corev1.EventTypeNormal
 				if c.Status != corev1.ConditionTrue && c.Reason != placement.ReasonNoMonitoringAPI {
 					typ = corev1.EventTypeWarning

@@ -207,15 +207,15 @@ func TestUpgradeMigratesStoredVersions(t *testing.T) {
 		if err := c.Get(ctx, key, cur); err != nil {
 			return false, err.Error()
 		}
-		d := condition(cur, kvv1.KubeVirtConditionDegraded)
+		d := cur.Status.Condition(kvv1.KubeVirtConditionDegraded)
 		return d.Status == corev1.ConditionTrue && d.Reason == kvv1.ReasonStorageMigrationBlocked && strings.Contains(d.Message, ns+"/locked") && strings.Contains(d.Message, "locked is locked"),
 			fmt.Sprintf("Degraded %s %s: %s", d.Status, d.Reason, d.Message)
 	})
-	t.Logf("blocked: %s", condition(cur, kvv1.KubeVirtConditionDegraded).Message)
-	if a := condition(cur, kvv1.KubeVirtConditionAvailable); a.Status != corev1.ConditionTrue {
+	t.Logf("blocked: %s", cur.Status.Condition(kvv1.KubeVirtConditionDegraded).Message)
+	if a := cur.Status.Condition(kvv1.KubeVirtConditionAvailable); a.Status != corev1.ConditionTrue {
 		t.Errorf("Available %s while the migration is blocked: %s", a.Status, a.Message)
 	}
-	if s := condition(cur, kvv1.KubeVirtConditionSynchronized); s.Status != corev1.ConditionFalse || s.Reason != kvv1.ReasonStorageMigrationBlocked {
+	if s := cur.Status.Condition(kvv1.KubeVirtConditionSynchronized); s.Status != corev1.ConditionFalse || s.Reason != kvv1.ReasonStorageMigrationBlocked {
 		t.Errorf("Synchronized %s %s while the migration is blocked", s.Status, s.Reason)
 	}
 	d := &appsv1.Deployment{}
@@ -241,8 +241,8 @@ func TestUpgradeMigratesStoredVersions(t *testing.T) {
 		if err := c.Get(ctx, key, cur); err != nil {
 			return false, err.Error()
 		}
-		p := condition(cur, kvv1.KubeVirtConditionProgressing)
-		dg := condition(cur, kvv1.KubeVirtConditionDegraded)
+		p := cur.Status.Condition(kvv1.KubeVirtConditionProgressing)
+		dg := cur.Status.Condition(kvv1.KubeVirtConditionDegraded)
 		return cur.Status.ObservedKubeVirtVersion == "v1.7.4" && p.Status == corev1.ConditionFalse && dg.Status == corev1.ConditionFalse,
 			fmt.Sprintf("observed %s, Progressing %s %s, Degraded %s %s", cur.Status.ObservedKubeVirtVersion, p.Status, p.Message, dg.Status, dg.Message)
 	})

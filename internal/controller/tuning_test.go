@@ -211,7 +211,7 @@ func TestTuningLive(t *testing.T) {
 		if err := c.Get(ctx, key, cur); err != nil {
 			t.Fatal(err)
 		}
-		if a := condition(cur, kvv1.KubeVirtConditionAvailable); a.Status != "True" {
+		if a := cur.Status.Condition(kvv1.KubeVirtConditionAvailable); a.Status != "True" {
 			t.Errorf("Available %s after an invalid tuning", a.Status)
 		}
 		// Fixed again.

@@ -63,19 +63,19 @@ func TestVersionPathRefusals(t *testing.T) {
 			if err := c.Get(ctx, key, cur); err != nil {
 				return false, err.Error()
 			}
-			st := condition(cur, kvv1.KubeVirtConditionStalled)
-			sy := condition(cur, kvv1.KubeVirtConditionSynchronized)
+			st := cur.Status.Condition(kvv1.KubeVirtConditionStalled)
+			sy := cur.Status.Condition(kvv1.KubeVirtConditionSynchronized)
 			ok := st.Status == corev1.ConditionTrue && st.Reason == tc.reason && sy.Status == corev1.ConditionFalse && sy.Reason == tc.reason
 			for _, s := range tc.says {
 				ok = ok && strings.Contains(st.Message, s)
 			}
 			return ok, fmt.Sprintf("Stalled %s %s: %s; Synchronized %s %s", st.Status, st.Reason, st.Message, sy.Status, sy.Reason)
 		})
-		t.Logf("%s: %s", tc.tag, condition(cur, kvv1.KubeVirtConditionStalled).Message)
-		if a := condition(cur, kvv1.KubeVirtConditionAvailable); a.Status != corev1.ConditionTrue || a.Reason != tc.reason {
+		t.Logf("%s: %s", tc.tag, cur.Status.Condition(kvv1.KubeVirtConditionStalled).Message)
+		if a := cur.Status.Condition(kvv1.KubeVirtConditionAvailable); a.Status != corev1.ConditionTrue || a.Reason != tc.reason {
 			t.Errorf("%s: Available %s %s: %s; want True under %s", tc.tag, a.Status, a.Reason, a.Message, tc.reason)
 		}
-		if d := condition(cur, kvv1.KubeVirtConditionDegraded); d.Status != corev1.ConditionFalse {
+		if d := cur.Status.Condition(kvv1.KubeVirtConditionDegraded); d.Status != corev1.ConditionFalse {
 			t.Errorf("%s: Degraded %s: %s", tc.tag, d.Status, d.Message)
 		}
 		if cur.Status.TargetKubeVirtVersion != "v1.6.6" || cur.Status.ObservedKubeVirtVersion != "v1.6.6" {
@@ -110,8 +110,8 @@ func TestVersionPathRefusals(t *testing.T) {
 		if err := c.Get(ctx, key, cur); err != nil {
 			return false, err.Error()
 		}
-		p := condition(cur, kvv1.KubeVirtConditionProgressing)
-		st := condition(cur, kvv1.KubeVirtConditionStalled)
+		p := cur.Status.Condition(kvv1.KubeVirtConditionProgressing)
+		st := cur.Status.Condition(kvv1.KubeVirtConditionStalled)
 		return cur.Status.ObservedKubeVirtVersion == "v1.7.4" && p.Status == corev1.ConditionFalse && st.Status == corev1.ConditionFalse,
 			fmt.Sprintf("observed %s, Progressing %s %s, Stalled %s %s", cur.Status.ObservedKubeVirtVersion, p.Status, p.Message, st.Status, st.Message)
 	})

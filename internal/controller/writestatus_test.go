@@ -61,7 +61,7 @@ func TestWriteStatusFromStaleCopyConflicts(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKeyFromObject(kv), got); err != nil {
 		t.Fatal(err)
 	}
-	if st := kvstatus.Find(got.Status.Conditions, kvv1.KubeVirtConditionStalled); st == nil || st.Status != corev1.ConditionFalse {
+	if st := got.Status.FindCondition(kvv1.KubeVirtConditionStalled); st == nil || st.Status != corev1.ConditionFalse {
 		t.Errorf("Stalled after the fresh pass: %+v", st)
 	}
 	if !ptr.Equal(got.Status.ObservedGeneration, ptr.To[int64](2)) {

@@ -69,15 +69,6 @@ func cleanupBinary() {
 	}
 }
 
-func condition(kv *kvv1.KubeVirt, typ kvv1.KubeVirtConditionType) kvv1.KubeVirtCondition {
-	for _, c := range kv.Status.Conditions {
-		if c.Type == typ {
-			return c
-		}
-	}
-	return kvv1.KubeVirtCondition{}
-}
-
 // runJobAsHostProcess plays the Job's pod: virtop dump-install-strategy
 // with the Job's environment and a kubeconfig for the test's API server.
 func runJobAsHostProcess(t *testing.T, env *testenv.Env, job *batchv1.Job, bin string) (string, error) {
@@ -155,7 +146,7 @@ func TestOperatorInstallsVersionOutsideItsCatalog(t *testing.T) {
 		if err := c.Get(ctx, key, kv); err != nil {
 			return false, err.Error()
 		}
-		p := condition(kv, kvv1.KubeVirtConditionProgressing)
+		p := kv.Status.Condition(kvv1.KubeVirtConditionProgressing)
 		return p.Reason == kvv1.ReasonStrategyPending && strings.Contains(p.Message, job.Name), fmt.Sprintf("Progressing %s %s: %s", p.Status, p.Reason, p.Message)
 	})
 	if id := job.Annotations[vocab.InstallStrategyIdentifierAnnotation]; id != kv.Status.TargetDeploymentID {
@@ -200,14 +191,14 @@ func TestOperatorInstallsVersionOutsideItsCatalog(t *testing.T) {
 		if err := c.Get(ctx, key, kv); err != nil {
 			return false, err.Error()
 		}
-		a, p := condition(kv, kvv1.KubeVirtConditionAvailable), condition(kv, kvv1.KubeVirtConditionProgressing)
+		a, p := kv.Status.Condition(kvv1.KubeVirtConditionAvailable), kv.Status.Condition(kvv1.KubeVirtConditionProgressing)
 		return a.Status == corev1.ConditionTrue && p.Status == corev1.ConditionFalse,
 			fmt.Sprintf("phase %s, Available %s (%s), Progressing %s: %s", kv.Status.Phase, a.Status, a.Message, p.Status, p.Message)
 	})
 	if kv.Status.ObservedKubeVirtVersion != "v1.5.3" {
 		t.Errorf("observed version %q", kv.Status.ObservedKubeVirtVersion)
 	}
-	if d := condition(kv, kvv1.KubeVirtConditionDegraded); d.Status != corev1.ConditionFalse {
+	if d := kv.Status.Condition(kvv1.KubeVirtConditionDegraded); d.Status != corev1.ConditionFalse {
 		t.Errorf("Degraded %s: %s", d.Status, d.Message)
 	}
 	for _, name := range []string{"virt-api", "virt-controller"} {

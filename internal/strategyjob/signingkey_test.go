@@ -95,7 +95,7 @@ func TestPlantedSigningKeyRefused(t *testing.T) {
 		if kv.Status.ObservedKubeVirtVersion != "" {
 			t.Fatalf("the operator installed %s from the strategy signed with the planted key", kv.Status.ObservedKubeVirtVersion)
 		}
-		d := condition(kv, kvv1.KubeVirtConditionDegraded)
+		d := kv.Status.Condition(kvv1.KubeVirtConditionDegraded)
 		if d.Status != corev1.ConditionTrue || d.Reason != "StrategySigningKeyUntrusted" || !strings.Contains(d.Message, vocab.StrategySigningKeySecret) {
 			return false, fmt.Sprintf("Degraded %s %s: %s", d.Status, d.Reason, d.Message)
 		}

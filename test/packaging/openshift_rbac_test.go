@@ -167,7 +167,7 @@ func TestOpenShiftKindsRBAC(t *testing.T) {
 			return false, err.Error()
 		}
 		failOnForbidden(t, c, cur, "install")
-		a, p := condition(cur, kvv1.KubeVirtConditionAvailable), condition(cur, kvv1.KubeVirtConditionProgressing)
+		a, p := cur.Status.Condition(kvv1.KubeVirtConditionAvailable), cur.Status.Condition(kvv1.KubeVirtConditionProgressing)
 		return a.Status == corev1.ConditionTrue && p.Status == corev1.ConditionFalse,
 			fmt.Sprintf("phase %s, Available %s, Progressing %s: %s", cur.Status.Phase, a.Status, p.Status, p.Message)
 	})

@@ -129,15 +129,6 @@ func serviceAccountGroups(ns string) []string {
 	return []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
 }
 
-func condition(kv *kvv1.KubeVirt, typ kvv1.KubeVirtConditionType) kvv1.KubeVirtCondition {
-	for _, c := range kv.Status.Conditions {
-		if c.Type == typ {
-			return c
-		}
-	}
-	return kvv1.KubeVirtCondition{}
-}
-
 // kstatusOf computes the KubeVirt resource's status as kstatus (Flux, the
 // cli-utils appliers) reads it.
 func kstatusOf(t *testing.T, kv *kvv1.KubeVirt) *status.Result {
@@ -222,8 +213,8 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 			return false, err.Error()
 		}
 		failOnForbidden(t, c, cur, "install")
-		a := condition(cur, kvv1.KubeVirtConditionAvailable)
-		p := condition(cur, kvv1.KubeVirtConditionProgressing)
+		a := cur.Status.Condition(kvv1.KubeVirtConditionAvailable)
+		p := cur.Status.Condition(kvv1.KubeVirtConditionProgressing)
 		done := a.Status == corev1.ConditionTrue && p.Status == corev1.ConditionFalse
 		ks := kstatusOf(t, cur)
 		if !done {
@@ -260,7 +251,7 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 			return false, err.Error()
 		}
 		failOnForbidden(t, c, cur, "upgrade")
-		p := condition(cur, kvv1.KubeVirtConditionProgressing)
+		p := cur.Status.Condition(kvv1.KubeVirtConditionProgressing)
 		done := cur.Status.ObservedKubeVirtVersion == "v1.5.3" && p.Status == corev1.ConditionFalse
 		if ks := kstatusOf(t, cur); !done && ks.Status == status.CurrentStatus {
 			t.Errorf("upgrade: kstatus Current before v1.5.3 is rolled out (observed %s, Progressing %s)", cur.Status.ObservedKubeVirtVersion, p.Status)

@@ -170,7 +170,7 @@ func TestStrategyJobRBAC(t *testing.T) {
 			return false, err.Error()
 		}
 		failOnForbidden(t, c, cur, "install through the Job")
-		a, p := condition(cur, kvv1.KubeVirtConditionAvailable), condition(cur, kvv1.KubeVirtConditionProgressing)
+		a, p := cur.Status.Condition(kvv1.KubeVirtConditionAvailable), cur.Status.Condition(kvv1.KubeVirtConditionProgressing)
 		done := a.Status == corev1.ConditionTrue && p.Status == corev1.ConditionFalse && cur.Status.ObservedKubeVirtVersion == "v1.5.3"
 		return done, fmt.Sprintf("phase %s, observed %s, Available %s, Progressing %s: %s", cur.Status.Phase, cur.Status.ObservedKubeVirtVersion, a.Status, p.Status, p.Message)
 	})

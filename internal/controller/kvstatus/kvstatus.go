@@ -269,24 +269,3 @@ func MergeOwned(existing []kvv1.KubeVirtCondition, computed map[kvv1.KubeVirtCon
 	}
 	return out
 }
-
-// StatusOf is the status of the condition of a type, or "".
-func StatusOf(conds []kvv1.KubeVirtCondition, typ kvv1.KubeVirtConditionType) corev1.ConditionStatus {
-	for _, c := range conds {
-		if c.Type == typ {
-			return c.Status
-		}
-	}
-	return ""
-}
-
-// Find returns a copy of the condition of a type, or nil.
-func Find(conds []kvv1.KubeVirtCondition, typ kvv1.KubeVirtConditionType) *kvv1.KubeVirtCondition {
-	for i := range conds {
-		if conds[i].Type == typ {
-			c := conds[i]
-			return &c
-		}
-	}
-	return nil
-}

@@ -105,7 +105,7 @@ func (f *Facts) upgrade() upgradeState {
 		}
 	}
 	u.changed = changedFields(st.ObservedDeploymentConfig, st.TargetDeploymentConfig)
-	if c := kvCondition(kv, kvv1.KubeVirtConditionProgressing); c != nil && c.Status == corev1.ConditionTrue {
+	if c := kv.Status.FindCondition(kvv1.KubeVirtConditionProgressing); c != nil && c.Status == corev1.ConditionTrue {
 		u.since = c.LastTransitionTime.Time
 	}
 	for i := range u.components {
@@ -222,15 +222,6 @@ func deploymentCondition(d *appsv1.Deployment, t appsv1.DeploymentConditionType)
 	for i := range d.Status.Conditions {
 		if d.Status.Conditions[i].Type == t {
 			return &d.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-func kvCondition(kv *kvv1.KubeVirt, t kvv1.KubeVirtConditionType) *kvv1.KubeVirtCondition {
-	for i := range kv.Status.Conditions {
-		if kv.Status.Conditions[i].Type == t {
-			return &kv.Status.Conditions[i]
 		}
 	}
 	return nil

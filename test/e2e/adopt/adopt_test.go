@@ -124,7 +124,7 @@ func adoptCase(t *testing.T, env *framework.Env, c client.Client, k kubectl, dir
 		adopted := kv.Annotations[vocab.AdoptedFromAnnotation] != ""
 		return ok && adopted && kv.Status.ObservedDeploymentID != inst.id && kv.Status.ObservedDeploymentID == kv.Status.TargetDeploymentID,
 			fmt.Sprintf("adoption recorded %v, observed deployment %s; %s; Synchronized: %s", adopted, kv.Status.ObservedDeploymentID, why,
-				framework.KVCondition(kv, kvv1.KubeVirtConditionSynchronized).Message)
+				kv.Status.Condition(kvv1.KubeVirtConditionSynchronized).Message)
 	})
 	t.Logf("MEASURE %s: adopted and Available %s after virtop's operator started", version, time.Since(start).Round(100*time.Millisecond))
 	cur := mustKubeVirt(t, c)

@@ -154,20 +154,20 @@ func (b *bench) runStored(t *testing.T, bc badCase) {
 			reason = bc.reason
 		}
 		settled(t, b.c, reason+" naming "+bc.field, func(kv *kvv1.KubeVirt) (bool, string) {
-			st := framework.KVCondition(kv, kvv1.KubeVirtConditionStalled)
-			sy := framework.KVCondition(kv, kvv1.KubeVirtConditionSynchronized)
-			av := framework.KVCondition(kv, kvv1.KubeVirtConditionAvailable)
+			st := kv.Status.Condition(kvv1.KubeVirtConditionStalled)
+			sy := kv.Status.Condition(kvv1.KubeVirtConditionSynchronized)
+			av := kv.Status.Condition(kvv1.KubeVirtConditionAvailable)
 			ok := st.Status == corev1.ConditionTrue && st.Reason == reason &&
 				strings.Contains(st.Message, bc.field) && strings.Contains(st.Message, bc.says) &&
 				sy.Status == corev1.ConditionFalse && strings.Contains(sy.Message, bc.field) &&
 				av.Status == corev1.ConditionTrue
 			return ok, fmt.Sprintf("Stalled %s %s: %s; Synchronized %s: %s; Available %s", st.Status, st.Reason, st.Message, sy.Status, sy.Message, av.Status)
 		})
-		t.Logf("answered: %s", framework.KVCondition(b.kv(t), kvv1.KubeVirtConditionStalled).Message)
+		t.Logf("answered: %s", b.kv(t).Status.Condition(kvv1.KubeVirtConditionStalled).Message)
 	case ignored:
 		settled(t, b.c, "Available, the input ignored", func(kv *kvv1.KubeVirt) (bool, string) {
 			ok, why := framework.AvailableAt(installVersion)(kv)
-			st := framework.KVCondition(kv, kvv1.KubeVirtConditionStalled)
+			st := kv.Status.Condition(kvv1.KubeVirtConditionStalled)
 			return ok && st.Status == corev1.ConditionFalse, fmt.Sprintf("%s; Stalled %s: %s", why, st.Status, st.Message)
 		})
 	case monCondition:
@@ -378,13 +378,13 @@ func (b *bench) runOperatorNamespace(t *testing.T, bc badCase, before map[string
 	other := b.env.Namespace(t, "virtop-moved")
 	moved := startOperator(t, b.env, "--namespace", other)
 	framework.WaitKubeVirt(t, b.c, "not served, naming the namespace", 2*time.Minute, func(kv *kvv1.KubeVirt) (bool, string) {
-		sy := framework.KVCondition(kv, kvv1.KubeVirtConditionSynchronized)
-		av := framework.KVCondition(kv, kvv1.KubeVirtConditionAvailable)
+		sy := kv.Status.Condition(kvv1.KubeVirtConditionSynchronized)
+		av := kv.Status.Condition(kvv1.KubeVirtConditionAvailable)
 		return sy.Status == corev1.ConditionFalse && sy.Reason == kvv1.ReasonExistingDeployment &&
 				strings.Contains(sy.Message, bc.field) && strings.Contains(sy.Message, other) && av.Status == corev1.ConditionTrue,
 			fmt.Sprintf("Synchronized %s %s: %s; Available %s", sy.Status, sy.Reason, sy.Message, av.Status)
 	})
-	t.Logf("answered: %s", framework.KVCondition(b.kv(t), kvv1.KubeVirtConditionSynchronized).Message)
+	t.Logf("answered: %s", b.kv(t).Status.Condition(kvv1.KubeVirtConditionSynchronized).Message)
 	quiet(t, b.c, moved, bc.name)
 	untouched(t, b.c, before, bc.name)
 	moved.alive(t)
@@ -392,7 +392,7 @@ func (b *bench) runOperatorNamespace(t *testing.T, bc badCase, before map[string
 	b.op.Start()
 	settled(t, b.c, "Available again under the right operator", func(kv *kvv1.KubeVirt) (bool, string) {
 		ok, why := framework.AvailableAt(installVersion)(kv)
-		sy := framework.KVCondition(kv, kvv1.KubeVirtConditionSynchronized)
+		sy := kv.Status.Condition(kvv1.KubeVirtConditionSynchronized)
 		return ok && sy.Status == corev1.ConditionTrue, fmt.Sprintf("%s; Synchronized %s: %s", why, sy.Status, sy.Message)
 	})
 	// The host-process operator serves its webhook with a certificate it
@@ -420,7 +420,7 @@ func (b *bench) restore(t *testing.T) {
 	})
 	settled(t, b.c, "Available after the restore", func(kv *kvv1.KubeVirt) (bool, string) {
 		ok, why := framework.AvailableAt(installVersion)(kv)
-		st := framework.KVCondition(kv, kvv1.KubeVirtConditionStalled)
+		st := kv.Status.Condition(kvv1.KubeVirtConditionStalled)
 		return ok && st.Status == corev1.ConditionFalse, fmt.Sprintf("%s; Stalled %s: %s", why, st.Status, st.Message)
 	})
 }

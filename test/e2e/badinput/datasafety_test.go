@@ -163,7 +163,7 @@ func TestDataSafety(t *testing.T) {
 	t.Log("edit: an image tag outside the catalog, then the good spec again")
 	b.patchKV(t, specPatch(map[string]any{"imageTag": "v9.9.9"}))
 	settled(t, b.c, "InvalidConfiguration", func(kv *kvv1.KubeVirt) (bool, string) {
-		st := framework.KVCondition(kv, kvv1.KubeVirtConditionStalled)
+		st := kv.Status.Condition(kvv1.KubeVirtConditionStalled)
 		return st.Status == corev1.ConditionTrue, st.Message
 	})
 	b.restore(t)
@@ -225,12 +225,12 @@ func TestDataSafety(t *testing.T) {
 	})
 	b.op.Start()
 	framework.WaitKubeVirt(t, b.c, "DeletionBlocked naming the workloads", 2*time.Minute, func(kv *kvv1.KubeVirt) (bool, string) {
-		sy := framework.KVCondition(kv, kvv1.KubeVirtConditionSynchronized)
+		sy := kv.Status.Condition(kvv1.KubeVirtConditionSynchronized)
 		return kv.DeletionTimestamp != nil && sy.Status == corev1.ConditionFalse && sy.Reason == kvv1.ReasonDeletionBlocked &&
 				strings.Contains(sy.Message, "VirtualMachine") && strings.Contains(sy.Message, "RemoveWorkloads"),
 			fmt.Sprintf("phase %s; Synchronized %s %s: %s", kv.Status.Phase, sy.Status, sy.Reason, sy.Message)
 	})
-	t.Logf("blocked: %s", framework.KVCondition(b.kv(t), kvv1.KubeVirtConditionSynchronized).Message)
+	t.Logf("blocked: %s", b.kv(t).Status.Condition(kvv1.KubeVirtConditionSynchronized).Message)
 	poll.Eventually(t, "an event saying the deletion is blocked", time.Minute, func(ctx context.Context) (bool, error) {
 		evs, err := env.Kube.EventsV1().Events(framework.KubeVirtKey.Namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {

@@ -689,7 +689,7 @@ func (s *installed) patchPrometheus(t *testing.T, key types.NamespacedName, sel 
 func (s *installed) waitMonitoringReady(t *testing.T) {
 	t.Helper()
 	framework.WaitKubeVirt(t, s.c, "MonitoringReady", 3*time.Minute, func(kv *kvv1.KubeVirt) (bool, string) {
-		c := framework.KVCondition(kv, "MonitoringReady")
+		c := kv.Status.Condition("MonitoringReady")
 		return c.Status == corev1.ConditionTrue, fmt.Sprintf("MonitoringReady %s %s: %s", c.Status, c.Reason, c.Message)
 	})
 }

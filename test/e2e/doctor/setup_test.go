@@ -67,7 +67,7 @@ func install(t *testing.T) *installed {
 	s.op = env.Operator(t, append(framework.HostOperatorArgs(t), "--leader-elect")...).Start()
 	framework.WaitKubeVirt(t, s.c, "Available at "+installAt, 5*time.Minute, framework.AvailableAt(installAt))
 	framework.WaitKubeVirt(t, s.c, "MonitoringReady", 3*time.Minute, func(kv *kvv1.KubeVirt) (bool, string) {
-		c := framework.KVCondition(kv, "MonitoringReady")
+		c := kv.Status.Condition("MonitoringReady")
 		return c.Status == corev1.ConditionTrue, fmt.Sprintf("MonitoringReady %s %s: %s", c.Status, c.Reason, c.Message)
 	})
 	t.Logf("MEASURE install (Prometheus, operator, KubeVirt Available with monitoring): %s", time.Since(start).Round(100*time.Millisecond))

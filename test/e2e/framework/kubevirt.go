@@ -59,16 +59,6 @@ func NewKubeVirt(t testing.TB, imageTag string) *kvv1.KubeVirt {
 	return kv
 }
 
-// KVCondition returns the condition typ of kv (zero value when absent).
-func KVCondition(kv *kvv1.KubeVirt, typ kvv1.KubeVirtConditionType) kvv1.KubeVirtCondition {
-	for _, c := range kv.Status.Conditions {
-		if c.Type == typ {
-			return c
-		}
-	}
-	return kvv1.KubeVirtCondition{}
-}
-
 // WaitKubeVirt waits until ok holds for the suite's KubeVirt resource; ok's
 // message is reported while it does not.
 func WaitKubeVirt(t testing.TB, c client.Client, what string, timeout time.Duration, ok func(*kvv1.KubeVirt) (bool, string)) time.Duration {
@@ -89,8 +79,8 @@ func WaitKubeVirt(t testing.TB, c client.Client, what string, timeout time.Durat
 // Available holds when the KubeVirt resource is Available and not
 // Progressing.
 func Available(kv *kvv1.KubeVirt) (bool, string) {
-	a := KVCondition(kv, kvv1.KubeVirtConditionAvailable)
-	p := KVCondition(kv, kvv1.KubeVirtConditionProgressing)
+	a := kv.Status.Condition(kvv1.KubeVirtConditionAvailable)
+	p := kv.Status.Condition(kvv1.KubeVirtConditionProgressing)
 	return a.Status == corev1.ConditionTrue && p.Status == corev1.ConditionFalse,
 		fmt.Sprintf("phase %s; Available %s: %s; Progressing %s: %s", kv.Status.Phase, a.Status, a.Message, p.Status, p.Message)
 }

@@ -42,8 +42,8 @@ func TestAPIServerStopped(t *testing.T) {
 	t.Cleanup(func() { s.cordon(false) })
 	s.setVersion(fromVersion)
 	framework.WaitKubeVirt(t, s.c, "the install to wait on virt-api", rolloutTimeout, func(kv *kvv1.KubeVirt) (bool, string) {
-		p := framework.KVCondition(kv, kvv1.KubeVirtConditionProgressing)
-		a := framework.KVCondition(kv, kvv1.KubeVirtConditionAvailable)
+		p := kv.Status.Condition(kvv1.KubeVirtConditionProgressing)
+		a := kv.Status.Condition(kvv1.KubeVirtConditionAvailable)
 		d := &appsv1.Deployment{}
 		err := s.c.Get(context.Background(), types.NamespacedName{Namespace: devcluster.InstallNamespace, Name: vocab.VirtAPI}, d)
 		return err == nil && p.Status == corev1.ConditionTrue && a.Status != corev1.ConditionTrue,
@@ -55,11 +55,11 @@ func TestAPIServerStopped(t *testing.T) {
 	alive(t, op, 0)
 	t.Logf("MEASURE API server back -> converged (install resumed): %s", took.Round(100*time.Millisecond))
 
-	before := framework.KVCondition(s.mustKubeVirt(), kvv1.KubeVirtConditionAvailable)
+	before := s.mustKubeVirt().Status.Condition(kvv1.KubeVirtConditionAvailable)
 	s.apiOutage(op, "while idle")
 	took = s.converged(fromVersion)
 	alive(t, op, 0)
-	after := framework.KVCondition(s.mustKubeVirt(), kvv1.KubeVirtConditionAvailable)
+	after := s.mustKubeVirt().Status.Condition(kvv1.KubeVirtConditionAvailable)
 	if !after.LastTransitionTime.Equal(&before.LastTransitionTime) {
 		t.Errorf("Available flipped over the idle outage: last transition %s, before it %s", after.LastTransitionTime, before.LastTransitionTime)
 	}
@@ -119,7 +119,7 @@ func TestEtcdRestartedWhileIdle(t *testing.T) {
 	op := s.operator(metrics.Args()...).Start()
 	s.converged(fromVersion)
 	s.settle(metrics)
-	availBefore := framework.KVCondition(s.mustKubeVirt(), kvv1.KubeVirtConditionAvailable)
+	availBefore := s.mustKubeVirt().Status.Condition(kvv1.KubeVirtConditionAvailable)
 
 	atStop := framework.MustScrape(t, metrics)
 	start := time.Now()
@@ -151,7 +151,7 @@ func TestEtcdRestartedWhileIdle(t *testing.T) {
 	if writes != 0 {
 		t.Errorf("the operator wrote %g times in the idle 30 s after etcd's return: %s", writes, framework.FormatKeys(byKey))
 	}
-	availAfter := framework.KVCondition(s.mustKubeVirt(), kvv1.KubeVirtConditionAvailable)
+	availAfter := s.mustKubeVirt().Status.Condition(kvv1.KubeVirtConditionAvailable)
 	if availAfter.Status != corev1.ConditionTrue || !availAfter.LastTransitionTime.Equal(&availBefore.LastTransitionTime) {
 		t.Errorf("Available changed over the etcd restart: %s since %s, before %s since %s",
 			availAfter.Status, availAfter.LastTransitionTime, availBefore.Status, availBefore.LastTransitionTime)

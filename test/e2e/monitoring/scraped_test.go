@@ -114,7 +114,7 @@ func TestPrometheusOperatorScrapesVirtop(t *testing.T) {
 	}
 	framework.WaitKubeVirt(t, c, "Available with MonitoringReady", 3*time.Minute, func(kv *kvv1.KubeVirt) (bool, string) {
 		ok, why := framework.Available(kv)
-		mr := framework.KVCondition(kv, "MonitoringReady")
+		mr := kv.Status.Condition("MonitoringReady")
 		return ok && mr.Status == corev1.ConditionTrue, fmt.Sprintf("%s; MonitoringReady %s (%s): %s", why, mr.Status, mr.Reason, mr.Message)
 	})
 

@@ -153,7 +153,7 @@ func TestUpPrometheusLate(t *testing.T) {
 	if err := c.Get(ctx, framework.KubeVirtKey, kv); err != nil {
 		t.Fatal(err)
 	}
-	if mr := framework.KVCondition(kv, "MonitoringReady"); mr.Status != corev1.ConditionTrue {
+	if mr := kv.Status.Condition("MonitoringReady"); mr.Status != corev1.ConditionTrue {
 		t.Errorf("MonitoringReady is %s (%s: %s), want True", mr.Status, mr.Reason, mr.Message)
 	}
 

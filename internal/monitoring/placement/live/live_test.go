@@ -58,15 +58,6 @@ func newKubeVirt(t testing.TB, ns string) *kvv1.KubeVirt {
 	return kv
 }
 
-func condition(kv *kvv1.KubeVirt, typ kvv1.KubeVirtConditionType) kvv1.KubeVirtCondition {
-	for _, c := range kv.Status.Conditions {
-		if c.Type == typ {
-			return c
-		}
-	}
-	return kvv1.KubeVirtCondition{}
-}
-
 func waitAvailable(t testing.TB, c client.Client, key types.NamespacedName) {
 	t.Helper()
 	poll.Eventually(t, "Available=True", 3*time.Minute, func() (bool, string) {
@@ -74,7 +65,7 @@ func waitAvailable(t testing.TB, c client.Client, key types.NamespacedName) {
 		if err := c.Get(context.Background(), key, kv); err != nil {
 			return false, err.Error()
 		}
-		a := condition(kv, kvv1.KubeVirtConditionAvailable)
+		a := kv.Status.Condition(kvv1.KubeVirtConditionAvailable)
 		return a.Status == corev1.ConditionTrue, fmt.Sprintf("Available %s: %s", a.Status, a.Message)
 	})
 }
@@ -97,7 +88,7 @@ func watchAvailable(t testing.TB, c client.Client, key types.NamespacedName) *av
 		for ctx.Err() == nil {
 			kv := &kvv1.KubeVirt{}
 			if err := c.Get(ctx, key, kv); err == nil {
-				a := condition(kv, kvv1.KubeVirtConditionAvailable)
+				a := kv.Status.Condition(kvv1.KubeVirtConditionAvailable)
 				w.mu.Lock()
 				switch {
 				case a.Status == corev1.ConditionTrue:
@@ -275,7 +266,7 @@ func readState(c client.Client, installNS string) (monitoringState, error) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: installNS, Name: "kubevirt"}, kv); err != nil {
 		return st, err
 	}
-	st.Reason = condition(kv, kvv1.KubeVirtConditionMonitoringReady).Reason
+	st.Reason = kv.Status.Condition(kvv1.KubeVirtConditionMonitoringReady).Reason
 	return st, nil
 }
 
@@ -394,7 +385,7 @@ func monitoringObjectsGone(c client.Client, installNS string) (bool, string) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: installNS, Name: "kubevirt"}, kv); err != nil {
 		return false, err.Error()
 	}
-	if r := condition(kv, kvv1.KubeVirtConditionMonitoringReady).Reason; r != placement.ReasonNoMonitoringAPI {
+	if r := kv.Status.Condition(kvv1.KubeVirtConditionMonitoringReady).Reason; r != placement.ReasonNoMonitoringAPI {
 		return false, "MonitoringReady reason " + r
 	}
 	return true, ""
@@ -585,7 +576,7 @@ func TestStackLifecycle(t *testing.T) {
 			if err := c.Get(ctx, key, kv); err != nil {
 				return false, err.Error()
 			}
-			m := condition(kv, kvv1.KubeVirtConditionMonitoringReady)
+			m := kv.Status.Condition(kvv1.KubeVirtConditionMonitoringReady)
 			return m.Status == corev1.ConditionFalse && m.Reason == placement.ReasonNotSelected && strings.Contains(m.Message, "k8s-app notin (kubevirt)"),
 				fmt.Sprintf("%s %s: %s", m.Status, m.Reason, m.Message)
 		})

@@ -243,7 +243,7 @@ func TestSquattedDefaultNamespaceNotTrusted(t *testing.T) {
 		if err := c.Get(ctx, key, kv); err != nil {
 			return false, err.Error()
 		}
-		m := condition(kv, kvv1.KubeVirtConditionMonitoringReady)
+		m := kv.Status.Condition(kvv1.KubeVirtConditionMonitoringReady)
 		role, reader := bindingSubjects(t, c, ns)
 		state := fmt.Sprintf("%s %s: %s; RoleBinding subjects %v, ClusterRoleBinding subjects %v", m.Status, m.Reason, m.Message, role, reader)
 		ok := m.Reason != placement.ReasonApplied && strings.Contains(m.Message, "Prometheus "+squatted+"/squat would select them but is not trusted")
@@ -361,7 +361,7 @@ func TestMonitorNamespaceBindsRealAccount(t *testing.T) {
 			if err := c.Get(ctx, key, kv); err != nil {
 				return false, err.Error()
 			}
-			m := condition(kv, kvv1.KubeVirtConditionMonitoringReady)
+			m := kv.Status.Condition(kvv1.KubeVirtConditionMonitoringReady)
 			role, reader := bindingSubjects(t, c, ns)
 			state := fmt.Sprintf("%s %s: %s; RoleBinding subjects %v, ClusterRoleBinding subjects %v", m.Status, m.Reason, m.Message, role, reader)
 			return m.Reason != placement.ReasonApplied && m.Status != corev1.ConditionTrue &&

@@ -78,7 +78,7 @@ func TestOnlyTrustedPrometheusBound(t *testing.T) {
 			if err := c.Get(ctx, key, kv); err != nil {
 				return false, err.Error()
 			}
-			m := condition(kv, kvv1.KubeVirtConditionMonitoringReady)
+			m := kv.Status.Condition(kvv1.KubeVirtConditionMonitoringReady)
 			want := []string{
 				fmt.Sprintf("Prometheus %s/prom would select them but is not trusted", tenantNS),
 				fmt.Sprintf("set spec.monitorNamespace to %s", tenantNS),
