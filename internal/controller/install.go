@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/virtop-dev/virtop/internal/apply"
 	"github.com/virtop-dev/virtop/internal/config"
@@ -59,16 +58,6 @@ func (r *Reconciler) resolveStrategy(ctx context.Context, s *scope) (bool, error
 	s.strategy = res
 	s.requeueAfter = res.RequeueAfter
 	return res.Strategy != nil, nil
-}
-
-// ensureFinalizer adds the finalizer before anything is created.
-func (r *Reconciler) ensureFinalizer(ctx context.Context, s *scope) (bool, error) {
-	if controllerutil.ContainsFinalizer(s.kv, vocab.KubeVirtFinalizer) {
-		return true, nil
-	}
-	orig := s.kv.DeepCopy()
-	controllerutil.AddFinalizer(s.kv, vocab.KubeVirtFinalizer)
-	return true, r.Client.Patch(ctx, s.kv, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(vocab.StatusFieldManager))
 }
 
 // plan gathers what the plan needs from the cluster (capabilities, the
