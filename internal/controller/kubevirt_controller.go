@@ -201,6 +201,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err := r.Client.Get(passCtx, req.NamespacedName, kv); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if kv.Status.Phase == kvv1.KubeVirtPhaseDeleted {
+		// The uninstall is done: the resource is served no more and
+		// nothing is reported on it (it is not "in the wrong namespace").
+		// Another finalizer may hold it; only the KubeVirt finalizer, if
+		// an earlier pass failed to remove it, is removed now.
+		if kv.DeletionTimestamp == nil {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, r.removeFinalizer(passCtx, kv)
+	}
 	served, err := r.servedKey(passCtx)
 	if err != nil {
 		return ctrl.Result{}, err
