@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/apply"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/faultpoint"
@@ -29,6 +31,7 @@ import (
 func (r *Reconciler) configure(ctx context.Context, s *scope) (bool, error) {
 	kv := s.kv
 	kv.Status.OperatorVersion = r.OperatorVersion
+	setDefaultArchitecture(kv)
 	cfg, err := config.FromKubeVirt(kv, r.Settings)
 	if err != nil {
 		s.invalid = err
@@ -46,6 +49,22 @@ func (r *Reconciler) configure(ctx context.Context, s *scope) (bool, error) {
 	kv.Status.TargetDeploymentID = cfg.ID
 	kv.Status.TargetDeploymentConfig = cfg.JSON()
 	return true, nil
+}
+
+// setDefaultArchitecture records the cluster's default architecture in
+// status.defaultArchitecture, as upstream's operator does on every pass:
+// spec.configuration.architectureConfiguration.defaultArchitecture when
+// set, else the operator's own architecture, once (a recorded one is kept).
+// virt-api and virt-controller read it only from the status; without it
+// upstream's VMI validator refuses every VMI that names no architecture.
+func setDefaultArchitecture(kv *kvv1.KubeVirt) {
+	if ac := kv.Spec.Configuration.ArchitectureConfiguration; ac != nil && ac.DefaultArchitecture != "" {
+		kv.Status.DefaultArchitecture = ac.DefaultArchitecture
+		return
+	}
+	if kv.Status.DefaultArchitecture == "" {
+		kv.Status.DefaultArchitecture = runtime.GOARCH
+	}
 }
 
 // resolveStrategy gets the config's strategy; the pass waits while it is
