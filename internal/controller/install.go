@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -86,6 +87,9 @@ func (r *Reconciler) plan(ctx context.Context, s *scope) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("reading the cluster's capabilities: %w", err)
 	}
+	if caps.RegisteredAPIServices, err = r.registeredAPIServices(ctx, s.cfg.Namespace); err != nil {
+		return false, err
+	}
 	if s.tuning, err = r.selectTuning(ctx, s.cfg); err != nil {
 		return false, err
 	}
@@ -106,6 +110,27 @@ func (r *Reconciler) plan(ctx context.Context, s *scope) (bool, error) {
 	setMonitoringGate(p.Monitoring)
 	r.reportCertificates(ctx, s.kv, p.Certificates)
 	return true, nil
+}
+
+// registeredAPIServices names the APIServices virtop registered for the
+// installation in namespace ns: labelled as virtop's, pointing at a
+// Service of ns, not being deleted. Once registered (virt-api answered),
+// an APIService is kept through an outage of virt-api, also across an
+// operator restart: the fact comes from the cluster, not from memory.
+func (r *Reconciler) registeredAPIServices(ctx context.Context, ns string) (map[string]bool, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion("apiregistration.k8s.io/v1")
+	list.SetKind("APIServiceList")
+	if err := r.Client.List(ctx, list, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
+		return nil, fmt.Errorf("listing virtop's APIServices: %w", err)
+	}
+	out := map[string]bool{}
+	for _, o := range list.Items {
+		if svcNS, _, _ := unstructured.NestedString(o.Object, "spec", "service", "namespace"); svcNS == ns && o.GetDeletionTimestamp() == nil {
+			out[o.GetName()] = true
+		}
+	}
+	return out, nil
 }
 
 // liveHandler reads the live virt-handler DaemonSet for the staged TLS

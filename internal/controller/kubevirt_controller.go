@@ -292,7 +292,13 @@ func (r *Reconciler) finish(ctx context.Context, s *scope) (ctrl.Result, error) 
 	case s.notServed == "":
 		r.memory.observe(err == nil && f.Settled())
 	}
-	return ctrl.Result{RequeueAfter: s.requeueAfter}, err
+	requeue := s.requeueAfter
+	if s.plan != nil && err == nil {
+		// An object waits for a probe (virt-api answering): no event
+		// would start the pass that applies it.
+		requeue = lowestNonZero(requeue, s.plan.RecheckAfter)
+	}
+	return ctrl.Result{RequeueAfter: requeue}, err
 }
 
 // conflictDelay is the wait before the pass after the nth status
