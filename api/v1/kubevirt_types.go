@@ -213,6 +213,19 @@ type KubeVirtConfiguration struct {
 	// +kubebuilder:validation:MaxItems=1
 	// +optional
 	Hypervisors []HypervisorConfiguration `json:"hypervisors,omitempty"`
+	// ArchitectureConfiguration: virtop reads the default architecture,
+	// which it records in status.defaultArchitecture as upstream's operator
+	// does (virt-api and virt-controller read it from there).
+	// +optional
+	ArchitectureConfiguration *ArchitectureConfiguration `json:"architectureConfiguration,omitempty"`
+}
+
+// ArchitectureConfiguration is the part of the per-architecture settings
+// virtop reads; the rest is preserved.
+type ArchitectureConfiguration struct {
+	// DefaultArchitecture is the architecture of a VM that names none.
+	// +optional
+	DefaultArchitecture string `json:"defaultArchitecture,omitempty"`
 }
 
 // VirtTemplateDeployment controls virt-template's deployment.

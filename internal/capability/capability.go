@@ -96,7 +96,7 @@ func (r *Reader) Snapshot(ctx context.Context, cfg *config.DeploymentConfig) (pl
 		return caps, fmt.Errorf("list nodes: %w", err)
 	}
 	caps.Nodes = len(nodes.Items)
-	caps.VirtAPIServing = r.virtAPIServing(ctx, cfg.Namespace)
+	caps.VirtAPIServing, caps.VirtAPIRecheck = r.virtAPIServing(ctx, cfg.Namespace)
 	if r.Watches != nil {
 		// A watch that fails to start is retried on the next pass; this
 		// pass reads the Prometheus resources uncached.
@@ -167,18 +167,19 @@ func (r *Reader) apiServed(ctx context.Context, groupVersion, resource string) (
 }
 
 // virtAPIServing probes virt-api's health endpoint through the API
-// server's service proxy, as an APIService would reach it. Results are
-// kept for a while; a failing probe backs off to every five minutes.
-func (r *Reader) virtAPIServing(ctx context.Context, namespace string) bool {
+// server's service proxy, as an APIService would reach it, and says how
+// long until it probes again. Results are kept for a while; a failing
+// probe backs off to every five minutes.
+func (r *Reader) virtAPIServing(ctx context.Context, namespace string) (bool, time.Duration) {
 	if r.Clientset == nil {
-		return false
+		return false, 0
 	}
 	now := r.now()
 	r.mu.Lock()
 	p := r.probe
 	r.mu.Unlock()
 	if now.Before(p.next) {
-		return p.serving
+		return p.serving, p.next.Sub(now)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -197,7 +198,7 @@ func (r *Reader) virtAPIServing(ctx context.Context, namespace string) bool {
 	r.mu.Lock()
 	r.probe = p
 	r.mu.Unlock()
-	return p.serving
+	return p.serving, p.interval
 }
 
 func (r *Reader) now() time.Time {

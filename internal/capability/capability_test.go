@@ -252,7 +252,7 @@ func (p proxyCount) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // TestVirtAPIProbeBacksOff: with no virt-api answering, the probe through
 // the service proxy says "not serving" and is repeated after 15 s, then 30
-// s, not on every snapshot.
+// s, not on every snapshot; each snapshot says when the next probe is due.
 func TestVirtAPIProbeBacksOff(t *testing.T) {
 	env := testenv.Get(t)
 	c := env.Client
@@ -270,15 +270,16 @@ func TestVirtAPIProbeBacksOff(t *testing.T) {
 	for _, step := range []struct {
 		advance time.Duration
 		probes  int32
+		recheck time.Duration // until the next probe
 	}{
-		{0, 1},
-		{5 * time.Second, 1},  // within the first 15 s
-		{11 * time.Second, 2}, // 16 s: probed again, next in 30 s
-		{20 * time.Second, 2}, // 36 s
-		{11 * time.Second, 3}, // 47 s
-		{59 * time.Second, 3}, // 106 s, within 60 s
-		{2 * time.Second, 4},  // 108 s
-		{0, 4},
+		{0, 1, 15 * time.Second},
+		{5 * time.Second, 1, 10 * time.Second},  // within the first 15 s
+		{11 * time.Second, 2, 30 * time.Second}, // 16 s: probed again, next in 30 s
+		{20 * time.Second, 2, 10 * time.Second}, // 36 s
+		{11 * time.Second, 3, time.Minute},      // 47 s
+		{59 * time.Second, 3, time.Second},      // 106 s, within 60 s
+		{2 * time.Second, 4, 2 * time.Minute},   // 108 s
+		{0, 4, 2 * time.Minute},
 	} {
 		clock.Step(step.advance)
 		caps, err := r.Snapshot(ctx, dc)
@@ -290,6 +291,11 @@ func TestVirtAPIProbeBacksOff(t *testing.T) {
 		}
 		if got := probes.Load(); got != step.probes {
 			t.Errorf("after %s more: %d probes, want %d", step.advance, got, step.probes)
+		}
+		// The plan asks for a pass then: nothing else would notice
+		// virt-api starting to answer.
+		if caps.VirtAPIRecheck != step.recheck {
+			t.Errorf("after %s more: next probe in %s, want %s", step.advance, caps.VirtAPIRecheck, step.recheck)
 		}
 	}
 }

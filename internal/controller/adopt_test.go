@@ -22,6 +22,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/adopt"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
@@ -129,7 +130,7 @@ func adoptUpstream(t *testing.T, version, upgrade string) {
 
 	kv := newKubeVirt(t, ns, func(kv *kvv1.KubeVirt) {
 		kv.Spec.ImageTag = version
-		kv.Finalizers = []string{vocab.KubeVirtFinalizer}
+		kv.Finalizers = []string{release.KubeVirtFinalizer(version)}
 	})
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -118,6 +119,11 @@ func TestInstallSteadyStateDriftAndSecond(t *testing.T) {
 	kv = waitAvailable(t, c, key)
 	if kv.Status.Phase != kvv1.KubeVirtPhaseDeployed {
 		t.Errorf("phase %s, want Deployed", kv.Status.Phase)
+	}
+	// virt-api and virt-controller read the default architecture only
+	// from here, as upstream's operator writes it.
+	if kv.Status.DefaultArchitecture != runtime.GOARCH {
+		t.Errorf("status.defaultArchitecture %q, want the operator's %q", kv.Status.DefaultArchitecture, runtime.GOARCH)
 	}
 	if kv.Status.ObservedDeploymentID == "" || kv.Status.ObservedDeploymentID != kv.Status.TargetDeploymentID {
 		t.Errorf("observed ID %q, target %q", kv.Status.ObservedDeploymentID, kv.Status.TargetDeploymentID)

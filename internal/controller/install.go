@@ -3,16 +3,18 @@ package controller
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/apply"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/faultpoint"
@@ -30,6 +32,7 @@ import (
 func (r *Reconciler) configure(ctx context.Context, s *scope) (bool, error) {
 	kv := s.kv
 	kv.Status.OperatorVersion = r.OperatorVersion
+	setDefaultArchitecture(kv)
 	cfg, err := config.FromKubeVirt(kv, r.Settings)
 	if err != nil {
 		s.invalid = err
@@ -49,6 +52,22 @@ func (r *Reconciler) configure(ctx context.Context, s *scope) (bool, error) {
 	return true, nil
 }
 
+// setDefaultArchitecture records the cluster's default architecture in
+// status.defaultArchitecture, as upstream's operator does on every pass:
+// spec.configuration.architectureConfiguration.defaultArchitecture when
+// set, else the operator's own architecture, once (a recorded one is kept).
+// virt-api and virt-controller read it only from the status; without it
+// upstream's VMI validator refuses every VMI that names no architecture.
+func setDefaultArchitecture(kv *kvv1.KubeVirt) {
+	if ac := kv.Spec.Configuration.ArchitectureConfiguration; ac != nil && ac.DefaultArchitecture != "" {
+		kv.Status.DefaultArchitecture = ac.DefaultArchitecture
+		return
+	}
+	if kv.Status.DefaultArchitecture == "" {
+		kv.Status.DefaultArchitecture = runtime.GOARCH
+	}
+}
+
 // resolveStrategy gets the config's strategy; the pass waits while it is
 // being produced.
 func (r *Reconciler) resolveStrategy(ctx context.Context, s *scope) (bool, error) {
@@ -61,22 +80,15 @@ func (r *Reconciler) resolveStrategy(ctx context.Context, s *scope) (bool, error
 	return res.Strategy != nil, nil
 }
 
-// ensureFinalizer adds the finalizer before anything is created.
-func (r *Reconciler) ensureFinalizer(ctx context.Context, s *scope) (bool, error) {
-	if controllerutil.ContainsFinalizer(s.kv, vocab.KubeVirtFinalizer) {
-		return true, nil
-	}
-	orig := s.kv.DeepCopy()
-	controllerutil.AddFinalizer(s.kv, vocab.KubeVirtFinalizer)
-	return true, r.Client.Patch(ctx, s.kv, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(vocab.StatusFieldManager))
-}
-
 // plan gathers what the plan needs from the cluster (capabilities, the
 // honoured KubeVirtMonitoring, the live certificates) and builds it.
 func (r *Reconciler) plan(ctx context.Context, s *scope) (bool, error) {
 	caps, err := r.Capabilities.Snapshot(ctx, s.cfg)
 	if err != nil {
 		return false, fmt.Errorf("reading the cluster's capabilities: %w", err)
+	}
+	if caps.RegisteredAPIServices, err = r.registeredAPIServices(ctx, s.cfg.Namespace); err != nil {
+		return false, err
 	}
 	if s.tuning, err = r.selectTuning(ctx, s.cfg); err != nil {
 		return false, err
@@ -98,6 +110,27 @@ func (r *Reconciler) plan(ctx context.Context, s *scope) (bool, error) {
 	setMonitoringGate(p.Monitoring)
 	r.reportCertificates(ctx, s.kv, p.Certificates)
 	return true, nil
+}
+
+// registeredAPIServices names the APIServices virtop registered for the
+// installation in namespace ns: labelled as virtop's, pointing at a
+// Service of ns, not being deleted. Once registered (virt-api answered),
+// an APIService is kept through an outage of virt-api, also across an
+// operator restart: the fact comes from the cluster, not from memory.
+func (r *Reconciler) registeredAPIServices(ctx context.Context, ns string) (map[string]bool, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion("apiregistration.k8s.io/v1")
+	list.SetKind("APIServiceList")
+	if err := r.Client.List(ctx, list, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
+		return nil, fmt.Errorf("listing virtop's APIServices: %w", err)
+	}
+	out := map[string]bool{}
+	for _, o := range list.Items {
+		if svcNS, _, _ := unstructured.NestedString(o.Object, "spec", "service", "namespace"); svcNS == ns && o.GetDeletionTimestamp() == nil {
+			out[o.GetName()] = true
+		}
+	}
+	return out, nil
 }
 
 // liveHandler reads the live virt-handler DaemonSet for the staged TLS

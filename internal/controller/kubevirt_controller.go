@@ -207,6 +207,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err := r.Client.Get(passCtx, req.NamespacedName, kv); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if kv.Status.Phase == kvv1.KubeVirtPhaseDeleted {
+		// The uninstall is done: the resource is served no more and
+		// nothing is reported on it (it is not "in the wrong namespace").
+		// Another finalizer may hold it; only the KubeVirt finalizer, if
+		// an earlier pass failed to remove it, is removed now.
+		if kv.DeletionTimestamp == nil {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, r.removeFinalizer(passCtx, kv)
+	}
 	served, err := r.servedKey(passCtx)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -288,7 +298,13 @@ func (r *Reconciler) finish(ctx context.Context, s *scope) (ctrl.Result, error) 
 	case s.notServed == "":
 		r.memory.observe(err == nil && f.Settled())
 	}
-	return ctrl.Result{RequeueAfter: s.requeueAfter}, err
+	requeue := s.requeueAfter
+	if s.plan != nil && err == nil {
+		// An object waits for a probe (virt-api answering): no event
+		// would start the pass that applies it.
+		requeue = lowestNonZero(requeue, s.plan.RecheckAfter)
+	}
+	return ctrl.Result{RequeueAfter: requeue}, err
 }
 
 // conflictDelay is the wait before the pass after the nth status

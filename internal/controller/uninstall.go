@@ -7,19 +7,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/uninstall"
-	"github.com/virtop-dev/virtop/internal/vocab"
 )
-
-// hasFinalizer ends an uninstall that is not virtop's to do.
-func hasFinalizer(_ context.Context, s *scope) (bool, error) {
-	return controllerutil.ContainsFinalizer(s.kv, vocab.KubeVirtFinalizer), nil
-}
 
 func removesWorkloads(kv *kvv1.KubeVirt) bool {
 	return kv.Spec.UninstallStrategy == kvv1.KubeVirtUninstallStrategyRemoveWorkloads
@@ -126,13 +118,4 @@ func (r *Reconciler) removeStrategies(ctx context.Context, s *scope) (bool, erro
 	}
 	s.deleted = true
 	return true, nil
-}
-
-// removeFinalizer lets the deleted resource go, once its status says
-// Deleted.
-func (r *Reconciler) removeFinalizer(ctx context.Context, kv *kvv1.KubeVirt) error {
-	orig := kv.DeepCopy()
-	controllerutil.RemoveFinalizer(kv, vocab.KubeVirtFinalizer)
-	err := r.Client.Patch(ctx, kv, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(vocab.StatusFieldManager))
-	return client.IgnoreNotFound(err)
 }

@@ -11,6 +11,7 @@ package plan
 import (
 	"fmt"
 	"maps"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -36,8 +37,21 @@ type Capabilities struct {
 	// Nodes is the number of schedulable nodes, for virt-api's replicas.
 	Nodes int
 	// VirtAPIServing is true once virt-api really answers through the API
-	// server; APIServices wait for it.
+	// server; an APIService's first creation waits for it.
 	VirtAPIServing bool
+	// VirtAPIRecheck is how long until virt-api is probed again (zero: it
+	// is not probed). A plan whose objects wait for virt-api asks for a
+	// pass then (Plan.RecheckAfter): no watch event tells that virt-api
+	// started answering.
+	VirtAPIRecheck time.Duration
+	// RegisteredAPIServices names the APIServices virtop has registered
+	// for this installation (they exist and are labelled as virtop's).
+	// Registered once virt-api answered, they stay while it does not (a
+	// crash loop, a drain, a rollout replacing every virt-api pod), as
+	// upstream's operator keeps them: the VirtAPIServing gate holds back
+	// only an APIService's first creation. Read from the cluster, so an
+	// operator restart during an outage keeps them too.
+	RegisteredAPIServices map[string]bool
 	// Monitoring holds the facts the monitoring placement is resolved
 	// from (Prometheus resources, namespaces, accounts); nil when they were
 	// not gathered, which keeps the objects gated by MonitoringTarget out.
@@ -60,6 +74,15 @@ func (c Capabilities) Open(g stage.Gate) bool {
 	return false
 }
 
+// openFor reports whether a gate of o is open: Open, except that an
+// APIService already registered does not wait for virt-api again.
+func (c Capabilities) openFor(o client.Object, g stage.Gate) bool {
+	if g == stage.VirtAPIServing && o.GetObjectKind().GroupVersionKind().Kind == "APIService" && c.RegisteredAPIServices[o.GetName()] {
+		return true
+	}
+	return c.Open(g)
+}
+
 // ClosedGate records an object left out and why.
 type ClosedGate struct {
 	Object strategy.Key
@@ -72,6 +95,10 @@ type Plan struct {
 	Objects []client.Object
 	// Closed lists the gated objects left out.
 	Closed []ClosedGate
+	// RecheckAfter is when to plan again without an event, because an
+	// object waits for a gate that only a probe opens (virt-api
+	// answering: Capabilities.VirtAPIRecheck); zero when none does.
+	RecheckAfter time.Duration
 	// Monitoring is where the monitoring objects went and whether a
 	// Prometheus selects them; nil when no facts were gathered.
 	Monitoring *placement.Placement
@@ -133,6 +160,9 @@ func Build(s *strategy.Strategy, cfg *config.DeploymentConfig, caps Capabilities
 	for _, o := range s.Objects {
 		if g, open := gatesOpen(o, caps); !open {
 			p.Closed = append(p.Closed, ClosedGate{Object: strategy.KeyOf(o), Gate: g})
+			if g == stage.VirtAPIServing {
+				p.RecheckAfter = caps.VirtAPIRecheck
+			}
 			continue
 		}
 		// CRDs go out as they are: no step changes one, and copying their
@@ -193,7 +223,7 @@ func Build(s *strategy.Strategy, cfg *config.DeploymentConfig, caps Capabilities
 
 func gatesOpen(o client.Object, caps Capabilities) (stage.Gate, bool) {
 	for _, g := range stage.GatesOf(o) {
-		if !caps.Open(g) {
+		if !caps.openFor(o, g) {
 			return g, false
 		}
 	}

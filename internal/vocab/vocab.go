@@ -27,10 +27,23 @@ const (
 	// so server-side apply removes the fields virtop no longer sets), which
 	// comparing fields alone cannot.
 	AppliedHashAnnotation = "virtop.dev/applied-hash"
-	// KubeVirtFinalizer is the KubeVirt resource's finalizer, as upstream
-	// names it.
-	KubeVirtFinalizer = "foregroundDeleteKubeVirt"
+	// KubeVirtFinalizer is the KubeVirt resource's finalizer as upstream's
+	// operator names it from KubeVirtFinalizerSince (v1.9.0) on.
+	KubeVirtFinalizer = "kubevirt.io/foregroundDeleteKubeVirt"
+	// LegacyKubeVirtFinalizer is its name up to v1.8.4. Upstream's
+	// v1.9.0 operator still removes it (and replaces it with
+	// KubeVirtFinalizer); virtop recognises both at every release.
+	LegacyKubeVirtFinalizer = "foregroundDeleteKubeVirt"
+	// KubeVirtFinalizerSince is the first release whose operator adds
+	// KubeVirtFinalizer instead of LegacyKubeVirtFinalizer.
+	KubeVirtFinalizerSince = "v1.9.0"
 )
+
+// IsKubeVirtFinalizer reports whether f is the KubeVirt resource's
+// finalizer under either of its names.
+func IsKubeVirtFinalizer(f string) bool {
+	return f == KubeVirtFinalizer || f == LegacyKubeVirtFinalizer
+}
 
 // Field managers.
 const (

@@ -138,6 +138,11 @@ func TestDecideDelete(t *testing.T) {
 			kv.Status.Phase = kvv1.KubeVirtPhaseDeploying
 			kv.Finalizers = []string{vocab.KubeVirtFinalizer}
 		}), vmi, false, []string{"VirtualMachine, VirtualMachineInstance"}},
+		// The same under the finalizer's name up to v1.8.4.
+		{"installed up to v1.8.4, phase out of Deployed", kubevirt("kubevirt", "kubevirt", func(kv *kvv1.KubeVirt) {
+			kv.Status.Phase = kvv1.KubeVirtPhaseDeploying
+			kv.Finalizers = []string{vocab.LegacyKubeVirtFinalizer}
+		}), vmi, false, []string{"VirtualMachine, VirtualMachineInstance"}},
 		{"already deleting", kubevirt("kubevirt", "kubevirt", func(kv *kvv1.KubeVirt) {
 			deployed(kv)
 			kv.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}

@@ -36,7 +36,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -211,15 +210,15 @@ func DecideUpdate(old, kv *kvv1.KubeVirt, s config.Settings) Decision {
 // needsWorkloadCheck reports whether a delete of kv depends on the
 // workloads that exist: not when it is already being deleted, not under
 // RemoveWorkloads, and not when nothing of it was ever installed. Upstream
-// checks only in phase Deployed; virtop checks too while its finalizer is
-// on the resource, which it is from the first install on: the phase
+// checks only in phase Deployed; virtop checks too while its finalizer
+// (under either name, vocab.IsKubeVirtFinalizer) is on the resource, which it is from the first install on: the phase
 // leaves Deployed whenever Available drops (one virt-handler pod not
 // ready), and a delete admitted then would only be held by the finalizer
 // while the workloads exist.
 func needsWorkloadCheck(kv *kvv1.KubeVirt) bool {
 	return kv.DeletionTimestamp == nil &&
 		kv.Spec.UninstallStrategy != kvv1.KubeVirtUninstallStrategyRemoveWorkloads &&
-		(kv.Status.Phase == kvv1.KubeVirtPhaseDeployed || controllerutil.ContainsFinalizer(kv, vocab.KubeVirtFinalizer))
+		(kv.Status.Phase == kvv1.KubeVirtPhaseDeployed || slices.ContainsFunc(kv.Finalizers, vocab.IsKubeVirtFinalizer))
 }
 
 // DecideDelete admits the deletion of kv given the protected workloads

@@ -142,7 +142,7 @@ func Run(ctx context.Context, c client.Client, out io.Writer, o Options) (Summar
 	case adopted:
 		fmt.Fprintf(out, "KubeVirt %s/%s: runs %s, not the %s virtop adopted; upstream's operator will apply its own strategy for %s\n", kv.Namespace, kv.Name, kv.Status.ObservedKubeVirtVersion, rec.Version, kv.Status.ObservedKubeVirtVersion)
 	}
-	fmt.Fprintf(out, "KubeVirt %s/%s keeps its finalizer %s (upstream's operator uses the same one); nothing was deleted\n", kv.Namespace, kv.Name, vocab.KubeVirtFinalizer)
+	fmt.Fprintf(out, "KubeVirt %s/%s %s; nothing was deleted\n", kv.Namespace, kv.Name, finalizerNote(kv.Finalizers))
 	return sum, nil
 }
 
@@ -190,4 +190,23 @@ func operatorRunning(ctx context.Context, c client.Client, ns string, now time.T
 		}
 	}
 	return "", nil
+}
+
+// finalizerNote says which KubeVirt finalizer the resource keeps. virtop
+// names it as upstream's operator of the release does
+// (release.KubeVirtFinalizer): foregroundDeleteKubeVirt up to v1.8.4,
+// kubevirt.io/foregroundDeleteKubeVirt from v1.9.0, whose operator also
+// recognises, and replaces, the older name.
+func finalizerNote(finalizers []string) string {
+	var kept []string
+	for _, f := range finalizers {
+		if vocab.IsKubeVirtFinalizer(f) {
+			kept = append(kept, f)
+		}
+	}
+	if len(kept) == 0 {
+		return "has no KubeVirt finalizer (upstream's operator adds its own when it runs)"
+	}
+	return fmt.Sprintf("keeps its finalizer %s (upstream's operator names it %s up to v1.8.4 and %s from v1.9.0, which also recognises the older name)",
+		strings.Join(kept, ", "), vocab.LegacyKubeVirtFinalizer, vocab.KubeVirtFinalizer)
 }

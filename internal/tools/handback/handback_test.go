@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,7 +56,7 @@ func TestHandBack(t *testing.T) {
 	mustCreate(t, c, mine)
 	mustCreate(t, c, theirs)
 
-	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kubevirt", Finalizers: []string{vocab.KubeVirtFinalizer}}}
+	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kubevirt", Finalizers: []string{vocab.LegacyKubeVirtFinalizer}}}
 	kv.Spec.ImageTag = "v1.5.3"
 	rec := adopt.Record{Version: "v1.5.3", Registry: "quay.io/kubevirt", DeploymentID: "upstream-id", DeploymentConfig: `{"id":"upstream-id"}`}
 	kv.Annotations = map[string]string{vocab.AdoptedFromAnnotation: rec.String()}
@@ -96,6 +97,11 @@ func TestHandBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%+v\n%s", sum, out.String())
+	// The finalizer's name depends on the release (v1.5.3: the old one);
+	// the output must not claim both operators use one string.
+	if want := "keeps its finalizer " + vocab.LegacyKubeVirtFinalizer + " (upstream's operator names it " + vocab.LegacyKubeVirtFinalizer + " up to v1.8.4 and " + vocab.KubeVirtFinalizer + " from v1.9.0"; !strings.Contains(out.String(), want) {
+		t.Errorf("hand back output does not say which finalizer upstream uses at which release (want %q):\n%s", want, out.String())
+	}
 
 	get(t, c, mine, got)
 	if got.UID != mine.UID || got.Labels[vocab.ManagedByLabel] != "virt-operator" || got.Labels[vocab.InstallNamespaceLabel] != "" ||
@@ -109,7 +115,7 @@ func TestHandBack(t *testing.T) {
 	cur := &kvv1.KubeVirt{}
 	get(t, c, kv, cur)
 	if cur.Status.ObservedDeploymentID != "upstream-id" || cur.Status.ObservedDeploymentConfig != rec.DeploymentConfig || cur.Annotations[vocab.AdoptedFromAnnotation] != "" ||
-		len(cur.Finalizers) != 1 || cur.Finalizers[0] != vocab.KubeVirtFinalizer || cur.UID != kv.UID {
+		len(cur.Finalizers) != 1 || cur.Finalizers[0] != vocab.LegacyKubeVirtFinalizer || cur.UID != kv.UID {
 		t.Errorf("KubeVirt after the hand back: status %+v annotations %v finalizers %v", cur.Status, cur.Annotations, cur.Finalizers)
 	}
 }

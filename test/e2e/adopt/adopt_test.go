@@ -28,6 +28,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/adopt"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/ownership"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
@@ -98,7 +99,8 @@ func adoptCase(t *testing.T, env *framework.Env, c client.Client, k kubectl, dir
 	ctx := context.Background()
 	caseStart := time.Now()
 	kv := framework.NewKubeVirt(t, version)
-	kv.Finalizers = []string{vocab.KubeVirtFinalizer}
+	// As upstream's operator of the release names it.
+	kv.Finalizers = []string{release.KubeVirtFinalizer(version)}
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
@@ -386,8 +388,8 @@ func checkHandedBack(t *testing.T, c client.Client, inst *installation, sameRele
 	if a := kv.Annotations[vocab.AdoptedFromAnnotation]; a != "" {
 		t.Errorf("the KubeVirt resource keeps the adoption record %q", a)
 	}
-	if !slices.Contains(kv.Finalizers, vocab.KubeVirtFinalizer) {
-		t.Errorf("the KubeVirt resource lost its finalizer %s: %v", vocab.KubeVirtFinalizer, kv.Finalizers)
+	if !slices.ContainsFunc(kv.Finalizers, vocab.IsKubeVirtFinalizer) {
+		t.Errorf("the KubeVirt resource lost its finalizer: %v", kv.Finalizers)
 	}
 	if sameRelease && (kv.Status.ObservedDeploymentID != inst.id || kv.Status.TargetDeploymentID != inst.id) {
 		t.Errorf("status deployment IDs observed %s target %s after the hand back; want upstream's %s", kv.Status.ObservedDeploymentID, kv.Status.TargetDeploymentID, inst.id)
