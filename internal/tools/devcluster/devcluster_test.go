@@ -1,6 +1,7 @@
 package devcluster
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	testpoll "github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
 )
 
@@ -68,10 +70,18 @@ func TestFakeNode(t *testing.T) {
 }
 
 func TestComponentsAndRestart(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("components start in the cluster's network namespace, which needs root")
+	}
 	c, err := NewAt("t", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := c.Netns().Delete(); err != nil {
+			t.Error(err)
+		}
+	})
 	dir := c.KwokClusterDir()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -114,13 +124,18 @@ kind: KwokConfiguration
 	if got, ok := comp.PID(); !ok || got != pid {
 		t.Fatalf("PID() = %d %v, want %d alive", got, ok, pid)
 	}
-	procs, err := c.Processes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(procs) != 1 || procs[0].PID != pid {
-		t.Errorf("Processes() = %v, want the one with pid %d (its cwd is in the state dir)", procs, pid)
-	}
+	// nsenter enters the namespace, then executes the component in its
+	// place (same PID): just after the start it may still be doing either.
+	testpoll.Eventually(t, "the component in the cluster's namespace, among its processes", 10*time.Second, func() (bool, string) {
+		if !c.Netns().Holds(pid) {
+			return false, fmt.Sprintf("the component (pid %d) runs outside the cluster's network namespace", pid)
+		}
+		procs, err := c.Processes()
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(procs) == 1 && procs[0].PID == pid, fmt.Sprintf("Processes() = %v, want the one with pid %d (its cwd is in the state dir)", procs, pid)
+	})
 	again, err := c.StartComponent(ComponentEtcd)
 	if err != nil || again != pid {
 		t.Errorf("second start: %d %v, want the running %d", again, err, pid)
