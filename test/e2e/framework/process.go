@@ -211,7 +211,7 @@ func (p *Process) Stop(grace time.Duration) int {
 	case <-time.After(grace):
 		p.t.Logf("%s (pid %d) did not exit within %s of SIGTERM: sending SIGKILL", p.Name, p.PID(), grace)
 		p.signal(syscall.SIGKILL)
-		<-done
+		p.awaitKilled(done)
 	}
 	_, code := p.Exited()
 	return code
@@ -227,7 +227,24 @@ func (p *Process) Kill() {
 	p.mu.Lock()
 	done := p.done
 	p.mu.Unlock()
-	<-done
+	p.awaitKilled(done)
+}
+
+// killedWithin bounds the wait for a process to be gone after SIGKILL.
+const killedWithin = 30 * time.Second
+
+// awaitKilled waits for a process sent SIGKILL to be reaped; past
+// killedWithin it fails the test naming the process and its kernel state
+// (a process in uninterruptible sleep outlives SIGKILL) rather than hang.
+func (p *Process) awaitKilled(done chan struct{}) {
+	p.t.Helper()
+	select {
+	case <-done:
+	case <-time.After(killedWithin):
+		pid := p.PID()
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		p.t.Fatalf("%s (pid %d) still running %s after SIGKILL; /proc/%d/stat: %s", p.Name, pid, killedWithin, pid, strings.TrimSpace(string(stat)))
+	}
 }
 
 // Restart stops the process (SIGTERM, SIGKILL after grace) and starts it again.
