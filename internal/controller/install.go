@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -101,6 +102,7 @@ func (r *Reconciler) plan(ctx context.Context, s *scope) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	s.caps = caps
 	p, err := plan.Build(s.strategy.Strategy, s.cfg, caps, plan.Options{Tuning: s.tuning.input, Certificates: live, Adjust: r.AdjustObject, HandlerTLS: handler})
 	s.tuning.planned(ctx, p)
 	if err != nil {
@@ -219,7 +221,16 @@ func (r *Reconciler) prune(ctx context.Context, s *scope) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	pruned, err := r.Applier.Prune(ctx, kinds.Managed, s.kv.Namespace, want)
+	// A kind whose API the snapshot saw gone (a removed monitoring stack)
+	// has no object to prune: listing it would only ask a removed API, on
+	// every pass.
+	var listed []schema.GroupVersionKind
+	for _, gvk := range kinds.Managed {
+		if !apiGone(s.caps, gvk) {
+			listed = append(listed, gvk)
+		}
+	}
+	pruned, err := r.Applier.Prune(ctx, listed, s.kv.Namespace, want)
 	if r.Recorder != nil {
 		for _, key := range pruned {
 			r.Recorder.Eventf(s.kv, nil, corev1.EventTypeNormal, "Pruned", "Delete", "Deleted %s, which the install strategy no longer holds", key)
@@ -244,4 +255,17 @@ func (r *Reconciler) record(ctx context.Context, s *scope) (bool, error) {
 	kv.Status.ObservedDeploymentID = cfg.ID
 	kv.Status.ObservedDeploymentConfig = cfg.JSON()
 	return true, nil
+}
+
+// apiGone reports whether the snapshot knows gvk's API and saw it not
+// served. Only gated APIs are in the snapshot, keyed by resource: the kind's
+// lower-case plural, which is what every gated kind virtop manages uses; a
+// kind it cannot place counts as served.
+func apiGone(caps plan.Capabilities, gvk schema.GroupVersionKind) bool {
+	res := strings.ToLower(gvk.Kind)
+	if !strings.HasSuffix(res, "s") {
+		res += "s"
+	}
+	served, known := caps.APIs[gvk.GroupVersion().String()+"/"+res]
+	return known && !served
 }

@@ -110,6 +110,9 @@ type scope struct {
 	// plan: what to apply; the tuning is reported however the pass ends.
 	plan   *plan.Plan
 	tuning *tuningPass
+	// caps is the snapshot the plan was built from (prune skips the kinds
+	// whose API it saw gone).
+	caps plan.Capabilities
 	// migrate: the storage migration still under way or stopped, which
 	// holds the new release back (renew then renews the certificates
 	// alone and ends the pass).
