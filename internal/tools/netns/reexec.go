@@ -42,7 +42,7 @@ func ReexecFresh() (code int, done bool, err error) {
 	}
 	var errs []error
 	for _, a := range attrs {
-		cmd, err := self()
+		cmd, err := self(exec.Command, "fresh")
 		if err != nil {
 			return 1, true, err
 		}
@@ -63,17 +63,14 @@ func (n NS) Reexec(env ...string) (code int, done bool, err error) {
 	if n.Inside() {
 		return 0, false, Seal()
 	}
-	exe, err := os.Executable()
+	cmd, err := self(n.Command, n.Name, env...)
 	if err != nil {
 		return 1, true, err
 	}
-	cmd := n.Command(exe, os.Args[1:]...)
-	cmd.Env = append(append(os.Environ(), SealedEnv+"="+n.Name), env...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	code, err = runChild(cmd)
 	if err != nil {
-		return 1, true, fmt.Errorf("running %s inside network namespace %s: %w", exe, n.Name, err)
+		return 1, true, fmt.Errorf("running %s inside network namespace %s: %w", cmd.Path, n.Name, err)
 	}
 	return code, true, nil
 }
@@ -91,13 +88,16 @@ func Seal() error {
 	return LoopbackUp()
 }
 
-func self() (*exec.Cmd, error) {
+// self is this program again, built by command (exec.Command, or
+// NS.Command to run it inside a namespace), with the same arguments, standard
+// streams and environment, plus SealedEnv=sealedAs and env.
+func self(command func(string, ...string) *exec.Cmd, sealedAs string, env ...string) (*exec.Cmd, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, os.Args[1:]...)
-	cmd.Env = append(os.Environ(), SealedEnv+"=fresh")
+	cmd := command(exe, os.Args[1:]...)
+	cmd.Env = append(append(os.Environ(), SealedEnv+"="+sealedAs), env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	return cmd, nil
 }
