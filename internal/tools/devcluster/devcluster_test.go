@@ -2,6 +2,7 @@ package devcluster
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -168,5 +169,36 @@ func TestFindRepoRoot(t *testing.T) {
 	root := FindRepoRoot("")
 	if root == "" || !fileExists(filepath.Join(root, "go.mod")) || !toolpaths.IsVirtopModule(filepath.Join(root, "go.mod")) {
 		t.Errorf("FindRepoRoot = %q", root)
+	}
+}
+
+// A cluster's fake pod and node addresses come from ranges of its own,
+// stable for its state directory and clear of the Service range.
+func TestAddressRanges(t *testing.T) {
+	services := &net.IPNet{IP: net.IPv4(10, 96, 0, 0), Mask: net.CIDRMask(12, 32)}
+	pods := &net.IPNet{IP: net.IPv4(10, 128, 0, 0), Mask: net.CIDRMask(10, 32)}
+	nodes := &net.IPNet{IP: net.IPv4(10, 192, 0, 0), Mask: net.CIDRMask(10, 32)}
+	seen := map[string]string{}
+	for _, root := range []string{"/a", "/b", "/c", "/d"} {
+		c, err := NewAt("x", root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ip, cidr, err := net.ParseCIDR(c.PodCIDR())
+		if err != nil {
+			t.Fatal(err)
+		}
+		node := net.ParseIP(c.NodeIP())
+		if !pods.Contains(ip) || services.Contains(ip) || !nodes.Contains(node) || cidr.Contains(node) {
+			t.Errorf("state %s: pods %s, node %s", c.StateDir, c.PodCIDR(), c.NodeIP())
+		}
+		again, _ := NewAt("x", root)
+		if again.PodCIDR() != c.PodCIDR() || again.NodeIP() != c.NodeIP() {
+			t.Errorf("state %s: ranges not stable", c.StateDir)
+		}
+		seen[c.PodCIDR()] = root
+	}
+	if len(seen) < 2 {
+		t.Errorf("four state directories share one pod range: %v", seen)
 	}
 }

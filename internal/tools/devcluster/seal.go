@@ -47,15 +47,22 @@ func (c *Cluster) Netns() netns.NS {
 // 10.0.0.0/24 for all), and clear of the Service range 10.96.0.0/12. None
 // of it is reachable: it exists only in the cluster's objects.
 func (c *Cluster) PodCIDR() string {
-	sum := sha256.Sum256([]byte("pods " + c.StateDir))
-	return fmt.Sprintf("10.%d.%d.0/24", 128+int(sum[0])%64, sum[1])
+	a, b := c.addressBlock()
+	return fmt.Sprintf("10.%d.%d.0/24", 128+a, b)
 }
 
 // NodeIP is the address kwok reports for this cluster's fake nodes, in
 // 10.192.0.0/10 (picked like PodCIDR), as unreachable as the pods'.
 func (c *Cluster) NodeIP() string {
+	a, b := c.addressBlock()
+	return fmt.Sprintf("10.%d.%d.1", 192+a, b)
+}
+
+// addressBlock picks the cluster's block from its state directory: the
+// second octet's offset (0-63) and the third octet.
+func (c *Cluster) addressBlock() (int, int) {
 	sum := sha256.Sum256([]byte("pods " + c.StateDir))
-	return fmt.Sprintf("10.%d.%d.1", 192+int(sum[0])%64, sum[1])
+	return int(sum[0]) % 64, int(sum[1])
 }
 
 // ForwarderPIDFile is the path of the forwarder's pidfile.
