@@ -34,7 +34,7 @@ export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
 cache="${VIRTOP_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/virtop/tools}"
 
-demo=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl)
+demo=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl kubelet kube-proxy)
 core=("${demo[@]}" controller-gen prometheus-operator)
 packaging=(helm kustomize)
 
@@ -66,7 +66,7 @@ kube_ldflags() {
 # tool_of BINARY -> "<cache tool name> <version>"
 tool_of() {
 	case "$1" in
-	kube-apiserver | kube-controller-manager | kube-scheduler | kubectl) echo "kubernetes ${KUBERNETES_VERSION}" ;;
+	kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kubelet | kube-proxy) echo "kubernetes ${KUBERNETES_VERSION}" ;;
 	etcd) echo "etcd ${ETCD_VERSION}" ;;
 	kwok | kwokctl) echo "kwok ${KWOK_VERSION}" ;;
 	controller-gen) echo "controller-tools ${CONTROLLER_TOOLS_VERSION}" ;;
@@ -108,7 +108,7 @@ install_at() {
 run_build() {
 	local bin="$1" out="$2"
 	case "${bin}" in
-	kube-apiserver | kube-controller-manager | kube-scheduler | kubectl)
+	kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kubelet | kube-proxy)
 		build_in_module kube "k8s.io/kubernetes/cmd/${bin}" "${out}" "$(kube_ldflags)" ;;
 	etcd)
 		build_in_module etcd go.etcd.io/etcd/server/v3 "${out}" "-s -w" ;;
@@ -140,6 +140,8 @@ minutes_of() {
 	etcd | controller-gen | kustomize) echo "1 2" ;;
 	kwok) echo "2 4" ;;
 	kwokctl) echo "0.5 1" ;;
+	kubelet) echo "2 4" ;;
+	kube-proxy) echo "0.5 1" ;;
 	prometheus-operator | helm) echo "3 6" ;;
 	*) echo "1 2" ;;
 	esac
@@ -259,7 +261,7 @@ main() {
 	for t in "${ordered[@]}"; do
 		cached "${t}" && continue
 		case "${t}" in
-		kube-apiserver | kube-controller-manager | kube-scheduler | kubectl) kube+=("${t}") ;;
+		kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kubelet | kube-proxy) kube+=("${t}") ;;
 		kwok | kwokctl) kwok+=("${t}") ;;
 		esac
 	done
@@ -269,7 +271,7 @@ main() {
 			continue
 		fi
 		case "${t}" in
-		kube-apiserver | kube-controller-manager | kube-scheduler | kubectl)
+		kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kubelet | kube-proxy)
 			[[ "${done_groups}" == *" kube "* ]] || build_kube_group "${kube[@]}"
 			done_groups+="kube " ;;
 		kwok | kwokctl)
