@@ -14,6 +14,7 @@ import (
 	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -72,6 +73,8 @@ type probeState struct {
 	serving  bool
 	next     time.Time
 	interval time.Duration
+	// ready is virt-api's Deployment's ready replicas when last probed.
+	ready int32
 }
 
 // Snapshot gathers the capabilities for a config.
@@ -178,9 +181,17 @@ func (r *Reader) virtAPIServing(ctx context.Context, namespace string) (bool, ti
 	r.mu.Lock()
 	p := r.probe
 	r.mu.Unlock()
-	if now.Before(p.next) {
+	// While virt-api does not answer, more of its pods becoming ready is
+	// news the backoff must not hide: the APIServices would stay withheld
+	// (and virtctl fail) for up to the interval after the install is Available.
+	ready := p.ready
+	if !p.serving {
+		ready = r.virtAPIReady(ctx, namespace)
+	}
+	if now.Before(p.next) && (p.serving || ready <= p.ready) {
 		return p.serving, p.next.Sub(now)
 	}
+	p.ready = ready
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, err := r.Clientset.CoreV1().Services(namespace).
@@ -199,6 +210,19 @@ func (r *Reader) virtAPIServing(ctx context.Context, namespace string) (bool, ti
 	r.probe = p
 	r.mu.Unlock()
 	return p.serving, p.interval
+}
+
+// virtAPIReady is the ready replicas of virt-api's Deployment, read
+// uncached (only while virt-api does not answer); 0 if it cannot be read.
+func (r *Reader) virtAPIReady(ctx context.Context, namespace string) int32 {
+	if r.APIReader == nil {
+		return 0
+	}
+	d := &appsv1.Deployment{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: vocab.VirtAPI}, d); err != nil {
+		return 0
+	}
+	return d.Status.ReadyReplicas
 }
 
 func (r *Reader) now() time.Time {

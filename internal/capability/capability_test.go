@@ -13,6 +13,7 @@ import (
 	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,6 +34,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // The monitoring CRDs are not installed up front: the tests create and
@@ -444,4 +446,65 @@ func TestSlimPrometheus(t *testing.T) {
 	if len(slim.Spec.Containers) != 0 || len(slim.Annotations) != 0 || len(slim.Labels) != 0 {
 		t.Errorf("kept what placement never reads: containers %d, annotations %d, labels %d", len(slim.Spec.Containers), len(slim.Annotations), len(slim.Labels))
 	}
+}
+
+// TestVirtAPIProbeWhenItBecomesReady: while virt-api does not answer, a
+// snapshot inside the backoff probes again at once when more of virt-api's
+// pods are ready than at the last probe (the install becomes Available at
+// that moment: the APIServices must not wait out the backoff), and only then.
+func TestVirtAPIProbeWhenItBecomesReady(t *testing.T) {
+	env := testenv.Get(t)
+	c := env.Client
+	ctx := context.Background()
+	var probes atomic.Int32
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return proxyCount{next: rt, n: &probes} })
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := clocktesting.NewFakeClock(time.Now())
+	r := &capability.Reader{Cache: c, APIReader: c, Clientset: cs, Clock: clock}
+	ns := env.Namespace(t)
+	dc := &config.DeploymentConfig{Namespace: ns}
+	snapshot := func(want int32, why string) {
+		t.Helper()
+		if _, err := r.Snapshot(ctx, dc); err != nil {
+			t.Fatal(err)
+		}
+		if got := probes.Load(); got != want {
+			t.Errorf("%s: %d probes, want %d", why, got, want)
+		}
+	}
+	snapshot(1, "first snapshot")
+	labels := map[string]string{"kubevirt.io": "virt-api"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: vocab.VirtAPI, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "virt-api", Image: "virt-api"}}},
+			},
+		},
+	}
+	if err := c.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	clock.Step(time.Second)
+	snapshot(1, "virt-api created, no pod ready, within the backoff")
+	d.Status.Replicas, d.Status.ReadyReplicas = 2, 1
+	if err := c.Status().Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	clock.Step(time.Second)
+	snapshot(2, "one virt-api pod ready, within the backoff")
+	clock.Step(time.Second)
+	snapshot(2, "no news, within the backoff")
+	d.Status.ReadyReplicas = 2
+	if err := c.Status().Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	clock.Step(time.Second)
+	snapshot(3, "a second virt-api pod ready")
 }
