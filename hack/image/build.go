@@ -352,16 +352,26 @@ type tarEntry struct {
 	dir  bool
 	mode int64
 	uid  int
+	gid  int // 0: the same as uid
 	data []byte
 }
 
-// tarLayer is a gzipped layer of the entries, in the order given, with
+// tarLayer is a gzipped OCI layer of the entries, in the order given, with
 // fixed times and numeric ownership.
 func tarLayer(entries []tarEntry, created time.Time) (v1.Layer, error) {
+	return tarLayerOf(entries, created, types.OCILayer)
+}
+
+// tarLayerOf is tarLayer with the layer's media type.
+func tarLayerOf(entries []tarEntry, created time.Time, mediaType types.MediaType) (v1.Layer, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, e := range entries {
-		h := &tar.Header{Name: e.name, Mode: e.mode, ModTime: created, Uid: e.uid, Gid: e.uid, Format: tar.FormatPAX}
+		gid := e.gid
+		if gid == 0 {
+			gid = e.uid
+		}
+		h := &tar.Header{Name: e.name, Mode: e.mode, ModTime: created, Uid: e.uid, Gid: gid, Format: tar.FormatPAX}
 		if e.dir {
 			h.Typeflag = tar.TypeDir
 		} else {
@@ -380,7 +390,7 @@ func tarLayer(entries []tarEntry, created time.Time) (v1.Layer, error) {
 	data := buf.Bytes()
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(data)), nil
-	}, tarball.WithMediaType(types.OCILayer))
+	}, tarball.WithMediaType(mediaType))
 }
 
 // sbomReferrer is the OCI 1.1 artifact manifest carrying the SBOM, whose
