@@ -316,6 +316,93 @@ func TestPeerRefusesBadInput(t *testing.T) {
 	}
 }
 
+// fakeVirtop builds a static program for this machine that answers
+// `version -o json` the way virtop does (buildMain asks it for the catalog).
+func fakeVirtop(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(`{\"kubevirt\":{\"catalog\":[\"v1.9.0\"]}}`) }\n"
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/virtop\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "virtop")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false", "GOTOOLCHAIN=local")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	return bin
+}
+
+// TestBuildDockerArchive: `image build -docker-archive` writes the very
+// image the index holds for that platform (the same config, so the same
+// image id: virtop's operator image as `make image` builds it), named by
+// -tag.
+func TestBuildDockerArchive(t *testing.T) {
+	arch := hostArch(t)
+	bin := fakeVirtop(t)
+	o := options(map[string]string{"linux/" + arch: bin})
+	built, err := Build(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := PlatformImage(built.Index, "linux/"+arch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantID, err := want.ConfigName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(t.TempDir(), "virtop.tar")
+	code, stderr := runImage(t, "build", "-binary", "linux/"+arch+"="+bin, "-version", o.Version,
+		"-revision", o.Revision, "-source", o.Source, "-source-date-epoch", "1700000000",
+		"-docker-archive", archive, "-tag", "ghcr.io/virtop-dev/virtop:test")
+	if code != 0 {
+		t.Fatalf("image build -docker-archive: exit %d: %s", code, stderr)
+	}
+	m, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(archive) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m) != 1 || strings.Join(m[0].RepoTags, " ") != "ghcr.io/virtop-dev/virtop:test" {
+		t.Fatalf("manifest.json: %+v", m)
+	}
+	img, err := tarball.ImageFromPath(archive, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := img.ConfigName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id != wantID {
+		t.Errorf("archive image id %s, the index's linux/%s image %s", id, arch, wantID)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := files(t, img)
+	if cf.Config.User != User || fs["virtop"] == nil || fs[CABundlePath] == nil || fs["etc/passwd"] == nil || fs["tmp"] == nil {
+		t.Errorf("operator image: user %q, files %v", cf.Config.User, fs)
+	}
+	bins := hello(t)
+	code, stderr = runImage(t, "build", "-binary", "linux/amd64="+bins["linux/amd64"], "-binary", "linux/arm64="+bins["linux/arm64"],
+		"-version", "v0", "-docker-archive", archive)
+	if code != 2 || !strings.Contains(stderr, "give one -binary") {
+		t.Errorf("two platforms into a docker-archive: exit %d, %q", code, stderr)
+	}
+	code, stderr = runImage(t, "build", "-binary", "linux/"+arch+"="+bin, "-version", "v0", "-docker-archive", archive, "-tag", "virtop:v0")
+	if code != 2 || !strings.Contains(stderr, `image name "virtop:v0"`) {
+		t.Errorf("-tag virtop:v0: exit %d, %q", code, stderr)
+	}
+}
+
 // TestParseImageName: the names containerd keeps as they are pass.
 func TestParseImageName(t *testing.T) {
 	for _, s := range []string{"quay.io/kubevirt/virt-api:v1.9.0", "registry.k8s.io/pause:3.10", "docker.io/library/busybox:1",
