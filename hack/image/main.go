@@ -16,7 +16,8 @@
 //	registry  an in-memory registry on a loopback address (referrers API
 //	          on), for tests; it prints its address and serves until killed.
 //
-// See `make image`, `make image-push REGISTRY=…` and test/packaging.
+// See `make image`, `make image-push REGISTRY=…`, `make node-images` and
+// test/packaging.
 package main
 
 import (
