@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -101,13 +102,29 @@ func buildMain(args []string) error {
 	repository := fs.String("repository", "ghcr.io/virtop-dev/virtop", "image repository (for the reference name in the layout's index.json)")
 	epoch := fs.String("source-date-epoch", os.Getenv("SOURCE_DATE_EPOCH"), "Unix time of every file and of the image (default $SOURCE_DATE_EPOCH, else 0)")
 	output := fs.String("output", "", "output tar file (OCI image layout)")
+	dockerArchive := fs.String("docker-archive", "", "write the image of the one platform given as a docker-archive tar (for `ctr images import` on a node that reaches no registry), the same image as that platform's in the index")
+	tagName := fs.String("tag", "", "the docker-archive's image name, REGISTRY/REPOSITORY:TAG (default REPOSITORY:VERSION)")
 	sbomOut := fs.String("sbom", "", "also write the SPDX SBOM to this file")
 	digestOut := fs.String("digest-file", "", "also write the index's digest (sha256:…) to this file")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if len(binaries) == 0 || *version == "" || *output == "" {
-		return usageError("build: -binary, -version and -output are required")
+	if len(binaries) == 0 || *version == "" || (*output == "" && *dockerArchive == "") {
+		return usageError("build: -binary, -version and -output or -docker-archive are required")
+	}
+	if *dockerArchive != "" && len(binaries) != 1 {
+		return usageError("build: -docker-archive holds one platform's image: give one -binary")
+	}
+	if *tagName == "" {
+		*tagName = *repository + ":" + *version
+	}
+	var archiveTag name.Tag
+	if *dockerArchive != "" {
+		t, err := ParseImageName(*tagName)
+		if err != nil {
+			return usageError("build: -tag: " + err.Error())
+		}
+		archiveTag = t
 	}
 	o := BuildOptions{Binaries: map[string]string{}, Version: *version, Revision: *revision, Source: *source,
 		Repository: *repository, Docs: docs, Embedded: embedded}
@@ -144,8 +161,10 @@ func buildMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := WriteLayout(b, o, *output); err != nil {
-		return err
+	if *output != "" {
+		if err := WriteLayout(b, o, *output); err != nil {
+			return err
+		}
 	}
 	if *sbomOut != "" {
 		if err := os.WriteFile(*sbomOut, b.SBOM, 0o644); err != nil {
@@ -162,9 +181,40 @@ func buildMain(args []string) error {
 		platforms = append(platforms, p)
 	}
 	sort.Strings(platforms)
-	fmt.Printf("wrote %s: image index %s (%s), user %s, entrypoint /virtop, SBOM %s\n",
-		*output, b.Digest, strings.Join(platforms, ", "), User, b.SBOMDigest)
+	if *output != "" {
+		fmt.Printf("wrote %s: image index %s (%s), user %s, entrypoint /virtop, SBOM %s\n",
+			*output, b.Digest, strings.Join(platforms, ", "), User, b.SBOMDigest)
+	}
+	if *dockerArchive != "" {
+		img, err := PlatformImage(b.Index, platforms[0])
+		if err != nil {
+			return err
+		}
+		if err := WriteArchive(img, archiveTag, *dockerArchive); err != nil {
+			return err
+		}
+		cn, err := img.ConfigName()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("wrote %s: %s (%s image of index %s, user %s, entrypoint /virtop, image id %s)\n",
+			*dockerArchive, archiveTag, platforms[0], b.Digest, User, cn)
+	}
 	return nil
+}
+
+// PlatformImage is the image of one platform ("linux/amd64") in the index.
+func PlatformImage(idx v1.ImageIndex, platform string) (v1.Image, error) {
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range im.Manifests {
+		if m.Platform != nil && m.Platform.OS+"/"+m.Platform.Architecture == platform {
+			return idx.Image(m.Digest)
+		}
+	}
+	return nil, fmt.Errorf("no %s image in the index", platform)
 }
 
 // catalogOf asks a virtop binary for the KubeVirt releases whose data it
@@ -352,16 +402,26 @@ type tarEntry struct {
 	dir  bool
 	mode int64
 	uid  int
+	gid  int // 0: the same as uid
 	data []byte
 }
 
-// tarLayer is a gzipped layer of the entries, in the order given, with
+// tarLayer is a gzipped OCI layer of the entries, in the order given, with
 // fixed times and numeric ownership.
 func tarLayer(entries []tarEntry, created time.Time) (v1.Layer, error) {
+	return tarLayerOf(entries, created, types.OCILayer)
+}
+
+// tarLayerOf is tarLayer with the layer's media type.
+func tarLayerOf(entries []tarEntry, created time.Time, mediaType types.MediaType) (v1.Layer, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, e := range entries {
-		h := &tar.Header{Name: e.name, Mode: e.mode, ModTime: created, Uid: e.uid, Gid: e.uid, Format: tar.FormatPAX}
+		gid := e.gid
+		if gid == 0 {
+			gid = e.uid
+		}
+		h := &tar.Header{Name: e.name, Mode: e.mode, ModTime: created, Uid: e.uid, Gid: gid, Format: tar.FormatPAX}
 		if e.dir {
 			h.Typeflag = tar.TypeDir
 		} else {
@@ -380,7 +440,7 @@ func tarLayer(entries []tarEntry, created time.Time) (v1.Layer, error) {
 	data := buf.Bytes()
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(data)), nil
-	}, tarball.WithMediaType(types.OCILayer))
+	}, tarball.WithMediaType(mediaType))
 }
 
 // sbomReferrer is the OCI 1.1 artifact manifest carrying the SBOM, whose

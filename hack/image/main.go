@@ -8,10 +8,16 @@
 //	          same binaries give the same digest (fixed timestamps, ownership
 //	          and order).
 //	push      the index and its SBOM from such a tar to a registry.
+//	peer      a one-binary image written as a docker-archive tar (for
+//	          `ctr images import`), named REGISTRY/REPOSITORY:TAG: a test
+//	          peer built from upstream's source (hack/tools/kubevirt.sh) or
+//	          the pod sandbox's pause (pause/), for a node that reaches no
+//	          registry. Reproducible like build.
 //	registry  an in-memory registry on a loopback address (referrers API
 //	          on), for tests; it prints its address and serves until killed.
 //
-// See `make image`, `make image-push REGISTRY=…` and test/packaging.
+// See `make image`, `make image-push REGISTRY=…`, `make node-images` and
+// test/packaging.
 package main
 
 import (
@@ -33,6 +39,8 @@ func main() {
 		err = pushMain(os.Args[2:])
 	case "registry":
 		err = registryMain(os.Args[2:])
+	case "peer":
+		err = peerMain(os.Args[2:])
 	default:
 		usage()
 	}
@@ -46,7 +54,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: image build|push|registry [flags] (image <command> -h lists the flags)")
+	fmt.Fprintln(os.Stderr, "usage: image build|push|peer|registry [flags] (image <command> -h lists the flags)")
 	os.Exit(2)
 }
 
