@@ -183,13 +183,19 @@ func (r *Reader) virtAPIServing(ctx context.Context, namespace string) (bool, ti
 	r.mu.Unlock()
 	// While virt-api does not answer, more of its pods becoming ready is
 	// news the backoff must not hide: the APIServices would stay withheld
-	// (and virtctl fail) for up to the interval after the install is Available.
+	// (and virtctl fail) for up to the interval after the install is
+	// Available. The probe runs at once and, failing (the pod's endpoint
+	// is published a moment after it is ready), backs off from 1 s.
 	ready := p.ready
 	if !p.serving {
 		ready = r.virtAPIReady(ctx, namespace)
 	}
-	if now.Before(p.next) && (p.serving || ready <= p.ready) {
+	news := !p.serving && ready > p.ready
+	if now.Before(p.next) && !news {
 		return p.serving, p.next.Sub(now)
+	}
+	if news {
+		p.interval = time.Second / 2 // doubled below: 1 s
 	}
 	p.ready = ready
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)

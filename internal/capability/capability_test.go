@@ -467,14 +467,17 @@ func TestVirtAPIProbeWhenItBecomesReady(t *testing.T) {
 	r := &capability.Reader{Cache: c, APIReader: c, Clientset: cs, Clock: clock}
 	ns := env.Namespace(t)
 	dc := &config.DeploymentConfig{Namespace: ns}
+	var recheck time.Duration
 	snapshot := func(want int32, why string) {
 		t.Helper()
-		if _, err := r.Snapshot(ctx, dc); err != nil {
+		caps, err := r.Snapshot(ctx, dc)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if got := probes.Load(); got != want {
 			t.Errorf("%s: %d probes, want %d", why, got, want)
 		}
+		recheck = caps.VirtAPIRecheck
 	}
 	snapshot(1, "first snapshot")
 	labels := map[string]string{"kubevirt.io": "virt-api"}
@@ -499,12 +502,22 @@ func TestVirtAPIProbeWhenItBecomesReady(t *testing.T) {
 	}
 	clock.Step(time.Second)
 	snapshot(2, "one virt-api pod ready, within the backoff")
-	clock.Step(time.Second)
-	snapshot(2, "no news, within the backoff")
+	// Its endpoint may lag its readiness: the next probe comes soon, then
+	// backs off again.
+	if recheck != time.Second {
+		t.Errorf("after the probe the news started: next in %s, want 1s", recheck)
+	}
+	clock.Step(500 * time.Millisecond)
+	snapshot(2, "no news, half a second later")
+	clock.Step(600 * time.Millisecond)
+	snapshot(3, "no news, 1.1 s after the probe")
+	if recheck != 2*time.Second {
+		t.Errorf("after the second failing probe: next in %s, want 2s", recheck)
+	}
 	d.Status.ReadyReplicas = 2
 	if err := c.Status().Update(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	clock.Step(time.Second)
-	snapshot(3, "a second virt-api pod ready")
+	snapshot(4, "a second virt-api pod ready")
 }
