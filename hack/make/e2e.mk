@@ -13,7 +13,7 @@ NODES ?= 3
 PROMETHEUS ?= none
 
 .PHONY: test-e2e
-test-e2e: tools kustomize ## end-to-end tests on the local cluster, one package at a time (TEST_RELEASES=default|all); a failing suite's logs in dist/e2e/kept
+test-e2e: tools kustomize node-images-upstream ## end-to-end tests on the local cluster, one package at a time (TEST_RELEASES=default|all); a failing suite's logs in dist/e2e/kept
 	rm -rf $(E2E_DIR) && mkdir -p $(E2E_DIR)/kept
 	@# Built once for every suite: virtop (as the suites build it) and the
 	@# release manifests the install and adopt suites apply.
@@ -22,7 +22,7 @@ test-e2e: tools kustomize ## end-to-end tests on the local cluster, one package 
 	$(call gotest,e2e,-count=1 -p 1 -timeout $(E2E_TIMEOUT) ./test/e2e/...,$(E2E_ENV))
 
 .PHONY: up
-up: build tools-demo ## Start the local cluster with the operator (CLUSTER_NAME, NODES, PROMETHEUS=none|before|late)
+up: build tools-demo node-images-upstream ## Start the local cluster with the operator (CLUSTER_NAME, NODES, PROMETHEUS=none|before|late)
 	$(BIN) up --name $(CLUSTER_NAME) --nodes $(NODES) --prometheus $(PROMETHEUS)
 
 .PHONY: down
@@ -30,10 +30,12 @@ down: build ## Stop the local cluster's operator and delete the cluster (CLUSTER
 	$(BIN) down --name $(CLUSTER_NAME)
 
 .PHONY: demo
-demo: ## Build only what the demo runs (virtop, then the cluster's 7 tools), then virtop up --prometheus late
-	@echo "make demo: 1/3 bin/virtop (a first build takes about 2-5 minutes on 2 cores)"
+demo: ## Build only what the demo runs (virtop, the cluster's 9 tools, the real node's images), then virtop up --prometheus late
+	@echo "make demo: 1/4 bin/virtop (a first build takes about 2-5 minutes on 2 cores)"
 	@$(MAKE) --no-print-directory build
-	@echo "make demo: 2/3 the local cluster's tools (etcd, Kubernetes, kwok), missing ones only"
+	@echo "make demo: 2/4 the local cluster's tools (etcd, Kubernetes, kwok), missing ones only"
 	@hack/tools/build.sh demo
-	@echo "make demo: 3/3 virtop up --prometheus late"
+	@echo "make demo: 3/4 the real node's images: pause and KubeVirt's components from upstream's source, missing ones only"
+	@$(MAKE) --no-print-directory node-images-upstream
+	@echo "make demo: 4/4 virtop up --prometheus late"
 	$(BIN) up --name $(CLUSTER_NAME) --nodes $(NODES) --prometheus late

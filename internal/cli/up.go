@@ -21,6 +21,7 @@ func newUpCommand() *cobra.Command {
 		nodes      int
 		prometheus string
 		quiet      bool
+		realNode   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up [--nodes N] [--prometheus none|before|late] [--name NAME]",
@@ -41,8 +42,16 @@ State lives in ${XDG_STATE_HOME:-$HOME/.local/state}/virtop/NAME/ (kubeconfig,
 operator.log, operator.pid); ~/.kube/config is not touched. Running up again
 reuses the cluster and the running operator.
 
-On such a cluster nothing serves webhooks or APIServices: KubeVirt's webhooks
-are applied with failurePolicy Ignore and the APIServices stay unregistered.
+A real node (--real-node, on by default) joins the fake ones: containerd,
+kubelet and kube-proxy in the cluster's network namespace, its pods on a
+bridge there. KubeVirt's control plane (virt-api, virt-controller,
+virt-exportproxy, the synchronization controller) is placed on it and runs as
+real containers, from images built from upstream's source at the installed
+release (` + "`make node-images`" + `, or $VIRTOP_KUBEVIRT_IMAGES: a directory of
+docker-archive tars); every webhook keeps its release's failurePolicy.
+virt-handler stays on the fake nodes. With --real-node=false nothing serves
+webhooks or APIServices: KubeVirt's webhooks are applied with failurePolicy
+Ignore and the APIServices stay unregistered.
 
 While it waits without news (the cluster being created, KubeVirt rolling
 out), a progress report on stderr says for what, for how long and the latest
@@ -82,7 +91,7 @@ otherwise; --quiet turns it off.`,
 			rep := progress.Start(fmt.Sprintf("cluster %s and KubeVirt", name), progress.ForStderr(cmd.ErrOrStderr(), quiet))
 			defer rep.Stop()
 			return c.Up(ctx, rep.Writer(cmd.OutOrStdout()), devcluster.UpOptions{
-				ClusterOptions: devcluster.ClusterOptions{Nodes: nodes},
+				ClusterOptions: devcluster.ClusterOptions{Nodes: nodes, RealNode: realNode},
 				Prometheus:     mode,
 				Virtop:         self,
 			})
@@ -90,6 +99,7 @@ otherwise; --quiet turns it off.`,
 	}
 	cmd.Flags().StringVar(&name, "name", devcluster.DefaultName, "name of the local cluster")
 	cmd.Flags().IntVar(&nodes, "nodes", 3, "number of fake nodes (the first is the control-plane node)")
+	cmd.Flags().BoolVar(&realNode, "real-node", true, "add a real node (kubelet, containerd) where KubeVirt's control plane runs as containers from images built from upstream's source (make node-images); false keeps an all-fake cluster whose webhooks are patched to failurePolicy Ignore")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress reports on stderr while waiting")
 	cmd.Flags().StringVar(&prometheus, "prometheus", string(devcluster.PrometheusNone), "install a Prometheus stack: none, before (the KubeVirt resource) or late (after the control plane is Available)")
 	_ = cmd.RegisterFlagCompletionFunc("prometheus", cobra.FixedCompletions([]string{string(devcluster.PrometheusNone), string(devcluster.PrometheusBefore), string(devcluster.PrometheusLate)}, cobra.ShellCompDirectiveNoFileComp))

@@ -39,6 +39,14 @@ const Note = `On this cluster no pod runs a container, so nothing serves webhook
     (through customizeComponents), so requests they match are not rejected;
   - KubeVirt's APIServices stay unregistered, because virt-api does not answer.`
 
+// RealNodeNote is what a user must know about a local cluster with a real
+// node; `up` prints it.
+const RealNodeNote = `On this cluster KubeVirt's control plane runs for real: virt-api, virt-controller,
+virt-exportproxy (and the synchronization controller) run as containers on the real node,
+from images built from upstream's source at the installed release; every webhook keeps the
+failurePolicy its release renders and the APIServices are served by virt-api.
+virt-handler stays on the fake nodes (type=kwok): VMs get their launcher pods there, faked.`
+
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$`)
 
 // Cluster names one local cluster and where its state lives. It holds no

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	testpoll "github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/tools/proc"
+	"github.com/virtop-dev/virtop/internal/tools/realnode"
 	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
 )
 
@@ -144,7 +146,7 @@ kind: KwokConfiguration
 	if err := c.StopComponent(t.Context(), ComponentEtcd, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if alive(pid) {
+	if proc.Alive(pid) {
 		t.Error("still alive after StopComponent")
 	}
 	if _, ok := comp.PID(); ok {
@@ -192,6 +194,20 @@ func TestAddressRanges(t *testing.T) {
 		if !pods.Contains(ip) || services.Contains(ip) || !nodes.Contains(node) || cidr.Contains(node) {
 			t.Errorf("state %s: pods %s, node %s", c.StateDir, c.PodCIDR(), c.NodeIP())
 		}
+		// The real node's bridge: in the pod block, clear of kwok's pods
+		// and the Services, its gateway the subnet's first address.
+		_, bridge, err := net.ParseCIDR(c.NodePodCIDR())
+		if err != nil {
+			t.Fatal(err)
+		}
+		gw := net.ParseIP(c.Gateway())
+		if !pods.Contains(bridge.IP) || bridge.Contains(ip) || cidr.Contains(bridge.IP) || !bridge.Contains(gw) ||
+			services.Contains(gw) || gw.To4()[3] != 1 {
+			t.Errorf("state %s: kwok's pods %s, the real node's %s, gateway %s", c.StateDir, c.PodCIDR(), c.NodePodCIDR(), c.Gateway())
+		}
+		if gwRN, _ := realnode.Gateway(c.NodePodCIDR()); gwRN != c.Gateway() {
+			t.Errorf("state %s: devcluster's gateway %s, realnode's %s", c.StateDir, c.Gateway(), gwRN)
+		}
 		again, _ := NewAt("x", root)
 		if again.PodCIDR() != c.PodCIDR() || again.NodeIP() != c.NodeIP() {
 			t.Errorf("state %s: ranges not stable", c.StateDir)
@@ -200,5 +216,8 @@ func TestAddressRanges(t *testing.T) {
 	}
 	if len(seen) < 2 {
 		t.Errorf("four state directories share one pod range: %v", seen)
+	}
+	if _, svc, _ := net.ParseCIDR(ServiceCIDR); !svc.Contains(net.ParseIP(KubernetesServiceIP)) || svc.String() != services.String() {
+		t.Errorf("Service range %s, kubernetes Service %s", ServiceCIDR, KubernetesServiceIP)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/virtop-dev/virtop/internal/tools/proc"
 	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
 )
 
@@ -129,7 +130,10 @@ func (c *Cluster) createCluster(ctx context.Context, t Tools) error {
 		// which also keeps kwokctl from reading ~/.kwok/kwok.yaml, and holds
 		// the components' extra arguments (kwokctl v0.8.0's --extra-args
 		// mixes them up when a component is named twice).
-		conf := fmt.Sprintf("apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokctlConfiguration\noptions:\n  etcdPeerPort: %d\n%s", ports[5], c.componentPatches())
+		// The API server's certificate also names the kubernetes Service's
+		// ClusterIP and the Gateway, which the real node's pods dial.
+		conf := fmt.Sprintf("apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokctlConfiguration\noptions:\n  etcdPeerPort: %d\n  kubeApiserverCertSANs: [%q, %q]\n%s",
+			ports[5], KubernetesServiceIP, c.Gateway(), c.componentPatches())
 		confPath := filepath.Join(c.StateDir, "kwokctl.yaml")
 		if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 			return err
@@ -165,7 +169,7 @@ func (c *Cluster) createCluster(ctx context.Context, t Tools) error {
 		// Another process took a port meanwhile: start over with new ones.
 		_ = c.deleteCluster(ctx, t)
 		for _, pid := range c.kwokPIDs() {
-			_ = terminate(ctx, pid, 5*time.Second)
+			_ = proc.Terminate(ctx, pid, 5*time.Second)
 		}
 		_ = os.RemoveAll(c.KwokClusterDir())
 	}
@@ -187,15 +191,44 @@ func (c *Cluster) componentArgs() []struct {
 		// (10 s), and nothing restarts them; one instance needs no election.
 		{ComponentKubeControllerManager, [][2]string{{"leader-elect", "false"}}},
 		{ComponentKubeScheduler, [][2]string{{"leader-elect", "false"}}},
-		// The cluster's namespace has no route, so the API server cannot
-		// derive its address from one: it advertises loopback, which the
-		// endpoint reconciler refuses to publish (the kubernetes Service has
-		// no endpoints; nothing here reaches the API server through it).
-		{ComponentKubeAPIServer, [][2]string{{"advertise-address", "127.0.0.1"}, {"endpoint-reconciler-type", "none"}}},
+		// The API server advertises the bridge's address in the cluster's
+		// namespace (Gateway): the kubernetes Service's endpoint, where the
+		// real node's pods reach it. It dials webhooks and APIServices at
+		// their endpoints rather than at Service ClusterIPs (nothing
+		// implements those for the API server itself), asks kubelets with
+		// the admin certificate (logs, exec), and lets aggregated API
+		// servers (virt-api) trust the request headers it sets, signed by
+		// the cluster's CA for its proxy client certificate.
+		{ComponentKubeAPIServer, [][2]string{
+			{"advertise-address", c.Gateway()},
+			{"service-cluster-ip-range", ServiceCIDR},
+			// Kubelets by their address: a node's name resolves nowhere here.
+			{"kubelet-preferred-address-types", "InternalIP"},
+			{"enable-aggregator-routing", "true"},
+			{"requestheader-client-ca-file", c.pki("ca.crt")},
+			{"requestheader-allowed-names", "kwok-admin"},
+			{"requestheader-username-headers", "X-Remote-User"},
+			{"requestheader-group-headers", "X-Remote-Group"},
+			{"requestheader-extra-headers-prefix", "X-Remote-Extra-"},
+			{"kubelet-client-certificate", c.pki("admin.crt")},
+			{"kubelet-client-key", c.pki("admin.key")},
+		}},
 		// Fake pods' and nodes' IPs come from ranges of this cluster's own.
 		{ComponentKwokController, [][2]string{{"cidr", c.PodCIDR()}, {"node-ip", c.NodeIP()}}},
 	}
 }
+
+// ServiceCIDR is the cluster's Service range (kube-apiserver's
+// --service-cluster-ip-range; kwokctl's default would be 10.0.0.0/24).
+const ServiceCIDR = "10.96.0.0/12"
+
+// KubernetesServiceIP is the kubernetes Service's ClusterIP: the first
+// address of ServiceCIDR.
+const KubernetesServiceIP = "10.96.0.1"
+
+// pki is a file of the cluster's PKI, which kwokctl writes (ca.crt, ca.key,
+// admin.crt, admin.key).
+func (c *Cluster) pki(name string) string { return filepath.Join(c.KwokClusterDir(), "pki", name) }
 
 // componentPatches is componentArgs as the componentsPatches of a
 // KwokctlConfiguration (YAML, indented for the document's top level).
@@ -362,11 +395,11 @@ func (comp Component) LogPath() string {
 // PID returns the component's PID from kwokctl's pidfile and whether that
 // process is alive.
 func (comp Component) PID() (int, bool) {
-	pid, err := readPID(comp.pidPath())
+	pid, err := proc.ReadPID(comp.pidPath())
 	if err != nil {
 		return 0, false
 	}
-	return pid, alive(pid)
+	return pid, proc.Alive(pid)
 }
 
 // StopComponent stops one component (for example ComponentKubeAPIServer or
@@ -380,7 +413,7 @@ func (c *Cluster) StopComponent(ctx context.Context, name string, grace time.Dur
 	}
 	pid, ok := comp.PID()
 	if ok {
-		if err := terminate(ctx, pid, grace); err != nil {
+		if err := proc.Terminate(ctx, pid, grace); err != nil {
 			return fmt.Errorf("stopping %s (pid %d): %w", name, pid, err)
 		}
 	}
@@ -404,7 +437,7 @@ func (c *Cluster) KillComponent(name string) error {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return err
 	}
-	waitGone(context.Background(), pid, 10*time.Second)
+	proc.WaitGone(context.Background(), pid, 10*time.Second)
 	return nil
 }
 
@@ -460,7 +493,7 @@ func (c *Cluster) kwokPIDs() []int {
 	var pids []int
 	files, _ := filepath.Glob(filepath.Join(c.KwokClusterDir(), "pids", "*.pid"))
 	for _, f := range files {
-		if pid, err := readPID(f); err == nil {
+		if pid, err := proc.ReadPID(f); err == nil {
 			pids = append(pids, pid)
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/virtop-dev/virtop/internal/tools/proc"
 )
 
 // OperatorBuilt reports whether the virtop binary has the `operator`
@@ -74,11 +76,11 @@ func FreeLoopbackAddr() (string, error) {
 // process is alive and is this cluster's operator (its command line names
 // the cluster's kubeconfig, which guards against a reused PID).
 func (c *Cluster) OperatorPID() (int, bool) {
-	pid, err := readPID(c.OperatorPIDFile())
+	pid, err := proc.ReadPID(c.OperatorPIDFile())
 	if err != nil {
 		return 0, false
 	}
-	if !alive(pid) {
+	if !proc.Alive(pid) {
 		return pid, false
 	}
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
@@ -186,7 +188,7 @@ func (c *Cluster) StartOperator(virtop string) (*OperatorProcess, error) {
 func (c *Cluster) StopOperator(ctx context.Context, grace time.Duration) (int, error) {
 	pid, ok := c.OperatorPID()
 	if ok {
-		if err := terminate(ctx, pid, grace); err != nil {
+		if err := proc.Terminate(ctx, pid, grace); err != nil {
 			return pid, fmt.Errorf("stopping the operator (pid %d): %w", pid, err)
 		}
 	} else {

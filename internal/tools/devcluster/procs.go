@@ -1,84 +1,14 @@
 package devcluster
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
+
+	"github.com/virtop-dev/virtop/internal/tools/proc"
 )
-
-func readPID(path string) (int, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-	if err != nil || pid <= 0 {
-		return 0, fmt.Errorf("%s: not a PID: %q", path, raw)
-	}
-	return pid, nil
-}
-
-// alive reports whether pid is a live process (a zombie is not alive).
-func alive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
-		return false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name, which is in parentheses and may hold spaces.
-	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
-		if s := stat[i+2]; s == 'Z' || s == 'X' {
-			return false
-		}
-	}
-	return true
-}
-
-// waitGone waits until pid is no longer alive, for at most d; it reports
-// whether it is gone.
-func waitGone(ctx context.Context, pid int, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for alive(pid) {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return true
-}
-
-// terminate sends SIGTERM, waits up to grace, then sends SIGKILL and waits
-// again.
-func terminate(ctx context.Context, pid int, grace time.Duration) error {
-	if !alive(pid) {
-		return nil
-	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return err
-	}
-	if waitGone(ctx, pid, grace) {
-		return nil
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return err
-	}
-	if !waitGone(context.Background(), pid, 10*time.Second) {
-		return fmt.Errorf("process %d still alive after SIGKILL", pid)
-	}
-	return nil
-}
 
 // Process is a host process belonging to a cluster.
 type Process struct {
@@ -113,7 +43,7 @@ func (c *Cluster) Processes() ([]Process, error) {
 		if !refersTo(cmdline, c.StateDir) && !within(cwd, c.StateDir) {
 			continue
 		}
-		if !alive(pid) {
+		if !proc.Alive(pid) {
 			continue
 		}
 		out = append(out, Process{PID: pid, Cmdline: cmdline})

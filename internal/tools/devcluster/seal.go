@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/virtop-dev/virtop/internal/tools/netns"
+	"github.com/virtop-dev/virtop/internal/tools/proc"
 )
 
 // The local cluster is sealed: every process of it (kwokctl's components,
@@ -56,6 +57,24 @@ func (c *Cluster) PodCIDR() string {
 func (c *Cluster) NodeIP() string {
 	a, b := c.addressBlock()
 	return fmt.Sprintf("10.%d.%d.1", 192+a, b)
+}
+
+// NodePodCIDR is the range the real node's pods take their IPs from: the
+// subnet of the bridge in the cluster's namespace (picked like PodCIDR, beside
+// it). Its first address is the bridge's: the real node's address and the
+// API server's advertised one (Gateway).
+func (c *Cluster) NodePodCIDR() string {
+	a, b := c.addressBlock()
+	return fmt.Sprintf("10.%d.%d.0/24", 128+a, (b+128)%256)
+}
+
+// Gateway is the first address of NodePodCIDR, held by the bridge in the
+// cluster's namespace: the address the API server advertises for the
+// kubernetes Service (pods of the real node reach it there) and the real
+// node's.
+func (c *Cluster) Gateway() string {
+	a, b := c.addressBlock()
+	return fmt.Sprintf("10.%d.%d.1", 128+a, (b+128)%256)
 }
 
 // addressBlock picks the cluster's block from its state directory: the
@@ -97,7 +116,7 @@ func (c *Cluster) ensureForwarder(virtop string) error {
 	if ns.Inside() {
 		return nil
 	}
-	if pid, err := readPID(c.ForwarderPIDFile()); err == nil && alive(pid) && refersTo(procDesc(pid), c.StateDir) {
+	if pid, err := proc.ReadPID(c.ForwarderPIDFile()); err == nil && proc.Alive(pid) && refersTo(procDesc(pid), c.StateDir) {
 		return nil
 	}
 	if virtop == "" {
@@ -147,9 +166,9 @@ func (c *Cluster) ensureForwarder(virtop string) error {
 
 // stopForwarder stops the forwarder named by the pidfile.
 func (c *Cluster) stopForwarder(ctx context.Context) error {
-	pid, err := readPID(c.ForwarderPIDFile())
-	if err == nil && alive(pid) && refersTo(procDesc(pid), c.StateDir) {
-		if err := terminate(ctx, pid, 5*time.Second); err != nil {
+	pid, err := proc.ReadPID(c.ForwarderPIDFile())
+	if err == nil && proc.Alive(pid) && refersTo(procDesc(pid), c.StateDir) {
+		if err := proc.Terminate(ctx, pid, 5*time.Second); err != nil {
 			return err
 		}
 	}

@@ -21,7 +21,10 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	virtopconfig "github.com/virtop-dev/virtop/config"
+	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/tools/podless"
+	"github.com/virtop-dev/virtop/internal/tools/proc"
+	"github.com/virtop-dev/virtop/internal/tools/realnode"
 	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
@@ -43,6 +46,12 @@ type ClusterOptions struct {
 	// KwokTaint taints the fake nodes kwok.x-k8s.io/node=fake:NoSchedule as
 	// kwok's documentation does (off by default: see FakeNode).
 	KwokTaint bool
+	// RealNode adds a real node (kubelet, containerd) where KubeVirt's
+	// control plane runs as real containers; see node.go.
+	RealNode bool
+	// Release is the KubeVirt release whose images the real node loads
+	// (default: the catalog's default).
+	Release string
 }
 
 // Timings are measurements of Ensure.
@@ -71,6 +80,11 @@ func (c *Cluster) Ensure(ctx context.Context, out io.Writer, o ClusterOptions) (
 		return tm, err
 	}
 	start := time.Now()
+	// The bridge's address is the one the API server advertises: it must
+	// exist before the API server starts, with or without a real node.
+	if err := realnode.EnsureNetwork(c.Netns(), c.NodePodCIDR()); err != nil {
+		return tm, err
+	}
 	switch {
 	case c.Exists() && c.kwokRunning():
 		fmt.Fprintf(out, "• Reusing the running cluster %s\n", c.Name)
@@ -103,6 +117,15 @@ func (c *Cluster) Ensure(ctx context.Context, out io.Writer, o ClusterOptions) (
 	}
 	tm.NodesReady = time.Since(t0)
 	fmt.Fprintf(out, "• %d fake nodes Ready (%s-control-plane is the control-plane node) in %s\n", o.Nodes, c.Name, tm.NodesReady.Round(100*time.Millisecond))
+	if o.RealNode {
+		release := o.Release
+		if release == "" {
+			release = catalog.Default
+		}
+		if err := c.ensureRealNode(ctx, out, release); err != nil {
+			return tm, err
+		}
+	}
 
 	cl, err := c.Clients()
 	if err != nil {
@@ -153,6 +176,9 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 	if o.Forwarder == "" {
 		o.Forwarder = o.Virtop
 	}
+	if o.Release == "" {
+		o.Release = o.Version
+	}
 	if _, err := c.Ensure(ctx, out, o.ClusterOptions); err != nil {
 		return err
 	}
@@ -190,12 +216,17 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 	if err != nil {
 		return err
 	}
-	kv, patches, err := applySample(ctx, cl, sample, "config/"+virtopconfig.SampleKubeVirt, o.Version)
+	kv, patches, err := applySample(ctx, cl, sample, "config/"+virtopconfig.SampleKubeVirt, o.Version, o.RealNode)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "• Applied KubeVirt %s/%s (config/%s), with %d customizeComponents patches that make its webhooks\n  failurePolicy Ignore with a %ds timeout (nothing serves them here)\n",
-		kv.GetNamespace(), kv.GetName(), virtopconfig.SampleKubeVirt, patches, podless.WebhookTimeoutSeconds)
+	if o.RealNode {
+		fmt.Fprintf(out, "• Applied KubeVirt %s/%s (config/%s): the control plane placed on the real node (%s=true),\n  virt-handler on the fake nodes (type=kwok); every webhook keeps the failurePolicy its release renders\n",
+			kv.GetNamespace(), kv.GetName(), virtopconfig.SampleKubeVirt, realnode.Label)
+	} else {
+		fmt.Fprintf(out, "• Applied KubeVirt %s/%s (config/%s), with %d customizeComponents patches that make its webhooks\n  failurePolicy Ignore with a %ds timeout (nothing serves them here)\n",
+			kv.GetNamespace(), kv.GetName(), virtopconfig.SampleKubeVirt, patches, podless.WebhookTimeoutSeconds)
+	}
 
 	late := func() error {
 		if hasCRD(ctx, cl, "prometheuses.monitoring.coreos.com") {
@@ -226,7 +257,7 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 				return err
 			}
 		}
-		c.printSummary(out, start, false)
+		c.printSummary(out, start, false, o.RealNode)
 		return nil
 	}
 
@@ -247,11 +278,11 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 			fmt.Fprintln(out, "• virtop installed monitoring for this Prometheus (its ServiceMonitor and PrometheusRule)")
 		}
 	}
-	c.printSummary(out, start, true)
+	c.printSummary(out, start, true, o.RealNode)
 	return nil
 }
 
-func (c *Cluster) printSummary(out io.Writer, start time.Time, hasControlPlane bool) {
+func (c *Cluster) printSummary(out io.Writer, start time.Time, hasControlPlane, realNode bool) {
 	fmt.Fprintf(out, "\nCluster %s is up (%s).\n", c.Name, since(start))
 	if !hasControlPlane {
 		fmt.Fprintln(out, "It has no KubeVirt control plane.")
@@ -259,6 +290,10 @@ func (c *Cluster) printSummary(out io.Writer, start time.Time, hasControlPlane b
 	fmt.Fprintf(out, "  export KUBECONFIG=%s\n", c.Kubeconfig())
 	fmt.Fprintf(out, "  operator log: %s\n", c.OperatorLog())
 	fmt.Fprintf(out, "  delete it with: virtop down --name %s\n\n", c.Name)
+	if realNode {
+		fmt.Fprintln(out, RealNodeNote)
+		return
+	}
 	fmt.Fprintln(out, Note)
 }
 
@@ -266,7 +301,10 @@ func (c *Cluster) printSummary(out io.Writer, start time.Time, hasControlPlane b
 // customizeComponents patches added that make every KubeVirt webhook
 // failurePolicy Ignore with a short timeout (podless.Prepare): nothing
 // serves them here. It returns the resource and the number of patches added.
-func applySample(ctx context.Context, cl *Clients, raw []byte, path, version string) (*unstructured.Unstructured, int, error) {
+//
+// With a real node, no webhook is patched: the control plane is placed on
+// the real node instead (placeOnRealNode).
+func applySample(ctx context.Context, cl *Clients, raw []byte, path, version string, realNode bool) (*unstructured.Unstructured, int, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
 	for {
 		obj := &unstructured.Unstructured{}
@@ -290,7 +328,9 @@ func applySample(ctx context.Context, cl *Clients, raw []byte, path, version str
 			kv.Spec.ImageTag = version
 		}
 		before := len(kv.Spec.CustomizeComponents.Patches)
-		if err := podless.Prepare(kv); err != nil {
+		if realNode {
+			placeOnRealNode(kv)
+		} else if err := podless.Prepare(kv); err != nil {
 			return nil, 0, fmt.Errorf("adding the local cluster's webhook patches: %w", err)
 		}
 		added := len(kv.Spec.CustomizeComponents.Patches) - before
@@ -497,11 +537,20 @@ func (c *Cluster) Delete(ctx context.Context, out io.Writer, grace time.Duration
 		fmt.Fprintln(out, "• No operator was running")
 	}
 
+	if c.HasRealNode() {
+		t0 := time.Now()
+		if err := c.stopRealNode(ctx); err != nil {
+			fmt.Fprintf(out, "! stopping the real node: %v\n", err)
+		} else {
+			fmt.Fprintf(out, "• Stopped the real node and removed its containers, mounts and cgroups (%s)\n", since(t0))
+		}
+	}
+
 	// kwokctl signals its components and does not wait for them: note them
 	// (with their command lines, against PID reuse) to wait for afterwards.
 	kwokProcs := map[int]string{}
 	for _, pid := range c.kwokPIDs() {
-		if alive(pid) {
+		if proc.Alive(pid) {
 			kwokProcs[pid] = procDesc(pid)
 		}
 	}
@@ -525,11 +574,11 @@ func (c *Cluster) Delete(ctx context.Context, out io.Writer, grace time.Duration
 		if !res.Deleted {
 			_ = syscall.Kill(pid, syscall.SIGTERM)
 		}
-		if waitGone(ctx, pid, 10*time.Second) || procDesc(pid) != desc {
+		if proc.WaitGone(ctx, pid, 10*time.Second) || procDesc(pid) != desc {
 			continue
 		}
 		res.Killed = append(res.Killed, desc)
-		_ = terminate(ctx, pid, 5*time.Second)
+		_ = proc.Terminate(ctx, pid, 5*time.Second)
 	}
 	if err := c.stopForwarder(ctx); err != nil {
 		fmt.Fprintf(out, "! stopping the forwarder: %v\n", err)
@@ -540,7 +589,7 @@ func (c *Cluster) Delete(ctx context.Context, out io.Writer, grace time.Duration
 	}
 	for _, p := range procs {
 		res.Killed = append(res.Killed, p.String())
-		_ = terminate(ctx, p.PID, 5*time.Second)
+		_ = proc.Terminate(ctx, p.PID, 5*time.Second)
 	}
 	if len(res.Killed) > 0 {
 		fmt.Fprintf(out, "• Killed %d leftover process(es):\n    %s\n", len(res.Killed), strings.Join(res.Killed, "\n    "))

@@ -97,6 +97,8 @@ var (
 	KubeControllerManager = Binary{"kubernetes", KubernetesVersion, "kube-controller-manager"}
 	KubeScheduler         = Binary{"kubernetes", KubernetesVersion, "kube-scheduler"}
 	Kubectl               = Binary{"kubernetes", KubernetesVersion, "kubectl"}
+	Kubelet               = Binary{"kubernetes", KubernetesVersion, "kubelet"}
+	KubeProxy             = Binary{"kubernetes", KubernetesVersion, "kube-proxy"}
 	Etcd                  = Binary{"etcd", EtcdVersion, "etcd"}
 	Kwok                  = Binary{"kwok", KwokVersion, "kwok"}
 	Kwokctl               = Binary{"kwok", KwokVersion, "kwokctl"}

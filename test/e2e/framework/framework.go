@@ -39,6 +39,8 @@ type Env struct {
 	Cluster *devcluster.Cluster
 	// Nodes is the number of fake nodes.
 	Nodes int
+	// RealNode says whether the cluster has the real node.
+	RealNode bool
 	// Kube is a client of the cluster.
 	Kube kubernetes.Interface
 	// Clients holds the other clients.
@@ -59,7 +61,22 @@ var global *Env
 //
 // Under -short it runs the tests without a cluster (they skip). If the tool
 // binaries are missing, the suite fails at once with a message naming them.
-func Main(m *testing.M) int {
+func Main(m *testing.M) int { return MainWith(m, Options{}) }
+
+// Options shape a suite's cluster.
+type Options struct {
+	// Nodes is the number of fake nodes (default 3).
+	Nodes int
+	// RealNode adds the real node (devcluster.ClusterOptions.RealNode),
+	// with the images of the default release loaded.
+	RealNode bool
+}
+
+var options Options
+
+// MainWith is Main for a suite whose cluster differs from the default.
+func MainWith(m *testing.M, o Options) int {
+	options = o
 	flag.Parse()
 	if testing.Short() {
 		fmt.Println("e2e: -short given: end-to-end tests skip")
@@ -125,7 +142,10 @@ func sealed(m *testing.M) (int, error) {
 
 func run(m *testing.M, dir, name string) (code int, err error) {
 	suiteStart := time.Now()
-	env := &Env{Nodes: 3, Dir: dir}
+	env := &Env{Nodes: 3, Dir: dir, RealNode: options.RealNode}
+	if options.Nodes > 0 {
+		env.Nodes = options.Nodes
+	}
 	env.Repo = devcluster.FindRepoRoot("")
 	if env.Repo == "" {
 		return 1, fmt.Errorf("cannot find the virtop checkout from the working directory")
@@ -158,6 +178,12 @@ func run(m *testing.M, dir, name string) (code int, err error) {
 			if cerr := os.CopyFS(keep, os.DirFS(filepath.Join(env.Cluster.KwokClusterDir(), "logs"))); cerr == nil {
 				fmt.Fprintf(os.Stderr, "e2e: the cluster's component logs are in %s\n", keep)
 			}
+			if env.RealNode {
+				keepNode := filepath.Join(env.Dir, "node-logs")
+				if cerr := os.CopyFS(keepNode, os.DirFS(filepath.Join(env.Cluster.NodeDir(), "logs"))); cerr == nil {
+					fmt.Fprintf(os.Stderr, "e2e: the real node's logs (containerd, kubelet, kube-proxy, pods/) are in %s\n", keepNode)
+				}
+			}
 		}
 		fmt.Printf("e2e: deleting cluster %s\n", env.Cluster.Name)
 		if _, derr := env.Cluster.Delete(ctx, os.Stdout, 10*time.Second); derr != nil && err == nil {
@@ -170,7 +196,7 @@ func run(m *testing.M, dir, name string) (code int, err error) {
 	}()
 	// The base `virtop up` installs: the release manifest's CRDs,
 	// namespace and PriorityClass.
-	env.Timings, err = env.Cluster.Ensure(ctx, os.Stdout, devcluster.ClusterOptions{Nodes: env.Nodes})
+	env.Timings, err = env.Cluster.Ensure(ctx, os.Stdout, devcluster.ClusterOptions{Nodes: env.Nodes, RealNode: env.RealNode})
 	if err != nil {
 		return 1, fmt.Errorf("creating the suite's cluster: %w", err)
 	}

@@ -1,0 +1,486 @@
+// Package realnode runs upstream KubeVirt's own control plane on the local
+// cluster's real node against virtop's install: virt-api, virt-controller,
+// virt-exportproxy and the synchronization controller, built from upstream's
+// source at the installed release (make node-images), run as containers by
+// kubelet and containerd. No webhook is patched: each fails as its release
+// renders it.
+package realnode
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
+	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
+	"github.com/virtop-dev/virtop/test/e2e/framework"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(framework.MainWith(m, framework.Options{Nodes: 2, RealNode: true}))
+}
+
+const (
+	installNS = devcluster.InstallNamespace
+	// waitLong bounds the install: images are local, but five real
+	// containers start on a loaded 2-core machine.
+	waitLong = 6 * time.Minute
+)
+
+var vmGVR = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachines"}
+var vmiGVR = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachineinstances"}
+
+// TestUpstreamControlPlaneOnRealNode installs the default release as
+// `virtop up` does on a cluster with a real node (the operator a host
+// process, the sample KubeVirt resource placed on the real node) and
+// checks it with upstream's own components, one subtest a question:
+// everything running, the webhooks as rendered, the APIServices served,
+// upstream's admission, virtctl, virt-controller acting, and uninstall.
+func TestUpstreamControlPlaneOnRealNode(t *testing.T) {
+	env := framework.Require(t)
+	if !env.OperatorBuilt() {
+		t.Fatal("the virtop binary has no operator command")
+	}
+	ctx := context.Background()
+	c := env.Client(t)
+	start := time.Now()
+	var out bytes.Buffer
+	err := env.Cluster.Up(ctx, &out, devcluster.UpOptions{
+		ClusterOptions: devcluster.ClusterOptions{Nodes: env.Nodes, RealNode: true},
+		// No Virtop: the test runs the operator itself.
+	})
+	t.Logf("devcluster.Up:\n%s", out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := env.Operator(t, append(framework.HostOperatorArgs(t), "--leader-elect")...).Start()
+	framework.WaitKubeVirt(t, c, "Available at "+catalog.Default, waitLong, framework.AvailableAt(catalog.Default))
+	t.Logf("MEASURE install on the real node to Available: %s", time.Since(start).Round(100*time.Millisecond))
+
+	t.Run("control plane runs on the real node, Ready, no restarts", func(t *testing.T) {
+		checkRealPods(t, env, c)
+	})
+	t.Run("every webhook keeps its release's failurePolicy", func(t *testing.T) {
+		checkWebhooksAsRendered(t, env)
+	})
+	t.Run("every APIService virtop registers is Available", func(t *testing.T) {
+		checkAPIServicesAvailable(t, c)
+	})
+	t.Run("upstream's admission refuses an invalid VM and mutates a valid one", func(t *testing.T) {
+		checkAdmission(t, env)
+	})
+	t.Run("virtctl version answers through the subresources APIService", func(t *testing.T) {
+		checkVirtctlVersion(t, env)
+	})
+	t.Run("virt-controller starts a VM with runStrategy Always", func(t *testing.T) {
+		checkVMStarts(t, env)
+	})
+	t.Run("uninstall leaves nothing on the real node", func(t *testing.T) {
+		checkUninstall(t, env, c)
+	})
+	if t.Failed() {
+		t.Logf("operator log:\n%s", op.Log())
+	}
+}
+
+// controlPlane is what must run on the real node for the default release
+// (the synchronization controller too, when its gate deploys it).
+var controlPlane = []string{"virt-api", "virt-controller", "virt-exportproxy"}
+
+func checkRealPods(t *testing.T, env *framework.Env, c client.Client) {
+	ctx := context.Background()
+	poll.Eventually(t, "every KubeVirt pod Running and Ready on the real node", waitLong, func(ctx context.Context) (bool, error) {
+		pods, err := env.Kube.CoreV1().Pods(installNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		var bad []string
+		seen := map[string]int{}
+		for _, p := range pods.Items {
+			comp := p.Labels["kubevirt.io"]
+			if comp == "virt-handler" {
+				if p.Spec.NodeName == env.Cluster.RealNodeName() {
+					bad = append(bad, fmt.Sprintf("virt-handler pod %s is on the real node", p.Name))
+				}
+				continue
+			}
+			seen[comp]++
+			if p.Spec.NodeName != env.Cluster.RealNodeName() {
+				bad = append(bad, fmt.Sprintf("%s on node %q", p.Name, p.Spec.NodeName))
+				continue
+			}
+			if p.Status.Phase != corev1.PodRunning || !podReady(&p) {
+				bad = append(bad, fmt.Sprintf("%s %s ready=%v %s", p.Name, p.Status.Phase, podReady(&p), containerStates(&p)))
+			}
+		}
+		for _, comp := range controlPlane {
+			if seen[comp] == 0 {
+				bad = append(bad, comp+": no pod")
+			}
+		}
+		if len(bad) > 0 {
+			return false, fmt.Errorf("%s", strings.Join(bad, "; "))
+		}
+		return true, nil
+	})
+	pods, err := env.Cluster.RealNodePods(ctx, env.Clients, installNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.RestartCount != 0 {
+				t.Errorf("pod %s container %s restarted %d times; last state %+v", p.Name, cs.Name, cs.RestartCount, cs.LastTerminationState)
+			}
+		}
+		t.Logf("on the real node: %s %s ip %s", p.Name, p.Status.Phase, p.Status.PodIP)
+	}
+	if len(pods) < len(controlPlane) {
+		t.Errorf("%d pods on the real node, want at least %d", len(pods), len(controlPlane))
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func containerStates(p *corev1.Pod) string {
+	var s []string
+	for _, cs := range p.Status.ContainerStatuses {
+		switch {
+		case cs.State.Waiting != nil:
+			s = append(s, fmt.Sprintf("%s waiting %s: %s", cs.Name, cs.State.Waiting.Reason, cs.State.Waiting.Message))
+		case cs.State.Terminated != nil:
+			s = append(s, fmt.Sprintf("%s terminated %s (%d)", cs.Name, cs.State.Terminated.Reason, cs.State.Terminated.ExitCode))
+		default:
+			s = append(s, fmt.Sprintf("%s running restarts=%d", cs.Name, cs.RestartCount))
+		}
+	}
+	return strings.Join(s, ", ")
+}
+
+// checkWebhooksAsRendered: upstream renders every KubeVirt webhook Fail
+// except virt-launcher-pod-mutator (v1.8+), which is Ignore; the local
+// cluster patches none.
+func checkWebhooksAsRendered(t *testing.T, env *framework.Env) {
+	ctx := context.Background()
+	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=virtop"}
+	check := func(config, name string, fp *admissionregistrationv1.FailurePolicyType) {
+		want := admissionregistrationv1.Fail
+		if name == "virt-launcher-pod-mutator.kubevirt.io" {
+			want = admissionregistrationv1.Ignore
+		}
+		if fp == nil || *fp != want {
+			t.Errorf("%s webhook %s: failurePolicy %v, want %s", config, name, fp, want)
+		}
+	}
+	n := 0
+	vw, err := env.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range vw.Items {
+		for _, w := range c.Webhooks {
+			check(c.Name, w.Name, w.FailurePolicy)
+			n++
+		}
+	}
+	mw, err := env.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range mw.Items {
+		for _, w := range c.Webhooks {
+			check(c.Name, w.Name, w.FailurePolicy)
+			n++
+		}
+	}
+	if n < 20 {
+		t.Errorf("found %d KubeVirt webhooks managed by virtop; want the release's (more than 20)", n)
+	}
+	t.Logf("%d webhooks, each with the failurePolicy its release renders", n)
+}
+
+func checkAPIServicesAvailable(t *testing.T, c client.Client) {
+	want := []string{"v1.subresources.kubevirt.io", "v1alpha3.subresources.kubevirt.io"}
+	start := time.Now()
+	defer func() {
+		t.Logf("MEASURE the subresources APIServices Available %s after the install was", time.Since(start).Round(100*time.Millisecond))
+	}()
+	poll.Eventually(t, "the subresources APIServices Available", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		var bad []string
+		for _, name := range want {
+			as := &apiregistrationv1.APIService{}
+			if err := c.Get(ctx, client.ObjectKey{Name: name}, as); err != nil {
+				bad = append(bad, fmt.Sprintf("%s: %v", name, err))
+				continue
+			}
+			ok := false
+			for _, c := range as.Status.Conditions {
+				if c.Type == apiregistrationv1.Available {
+					ok = c.Status == apiregistrationv1.ConditionTrue
+					if !ok {
+						bad = append(bad, fmt.Sprintf("%s: Available %s %s: %s", name, c.Status, c.Reason, c.Message))
+					}
+				}
+			}
+			if !ok && len(as.Status.Conditions) == 0 {
+				bad = append(bad, name+": no conditions")
+			}
+		}
+		if len(bad) > 0 {
+			return false, fmt.Errorf("%s", strings.Join(bad, "; "))
+		}
+		return true, nil
+	})
+}
+
+func vm(name, runStrategy string, withBadDisk bool) *unstructured.Unstructured {
+	disks := []any{map[string]any{"name": "containerdisk", "disk": map[string]any{"bus": "virtio"}}}
+	volumes := []any{map[string]any{"name": "containerdisk", "containerDisk": map[string]any{"image": "quay.io/kubevirt/cirros-container-disk-demo:v1.9.0"}}}
+	if withBadDisk {
+		// A disk without a volume of its name: upstream's validator refuses it.
+		disks = append(disks, map[string]any{"name": "orphan", "disk": map[string]any{"bus": "virtio"}})
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kubevirt.io/v1",
+		"kind":       "VirtualMachine",
+		"metadata":   map[string]any{"name": name, "namespace": "default"},
+		"spec": map[string]any{
+			"runStrategy": runStrategy,
+			"template": map[string]any{
+				"spec": map[string]any{
+					"domain": map[string]any{
+						"devices":   map[string]any{"disks": disks},
+						"resources": map[string]any{"requests": map[string]any{"memory": "64Mi"}},
+					},
+					"volumes": volumes,
+				},
+			},
+		},
+	}}
+}
+
+func checkAdmission(t *testing.T, env *framework.Env) {
+	ctx := context.Background()
+	vms := env.Clients.Dynamic.Resource(vmGVR).Namespace("default")
+	_, err := vms.Create(ctx, vm("refused", "Halted", true), metav1.CreateOptions{})
+	if err == nil {
+		t.Fatal("a VM with a disk that names no volume was accepted; upstream's validator refuses it")
+	}
+	msg := err.Error()
+	t.Logf("invalid VM refused: %s", msg)
+	if !strings.Contains(msg, "virtualmachine-validator.kubevirt.io") || !strings.Contains(msg, "orphan") {
+		t.Errorf("the refusal is not upstream's validator naming the disk: %s", msg)
+	}
+	got, err := vms.Create(ctx, vm("accepted", "Halted", false), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a valid VM was refused: %v", err)
+	}
+	t.Cleanup(func() { _ = vms.Delete(context.Background(), "accepted", metav1.DeleteOptions{}) })
+	// Upstream's mutator fills what the VM left out: the machine type and
+	// the firmware's UUID.
+	machine, _, _ := unstructured.NestedString(got.Object, "spec", "template", "spec", "domain", "machine", "type")
+	uuid, _, _ := unstructured.NestedString(got.Object, "spec", "template", "spec", "domain", "firmware", "uuid")
+	if machine == "" || uuid == "" {
+		t.Errorf("the valid VM was not mutated as upstream mutates it: machine type %q, firmware uuid %q", machine, uuid)
+	}
+	t.Logf("valid VM accepted and mutated: machine type %q, firmware uuid %q", machine, uuid)
+}
+
+func virtctl(t *testing.T) string {
+	p := filepath.Join(toolpaths.CacheDir(), "kubevirt-"+catalog.Default, "bin", "virtctl")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("virtctl %s is not built (make node-images): %v", catalog.Default, err)
+	}
+	return p
+}
+
+func checkVirtctlVersion(t *testing.T, env *framework.Env) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, virtctl(t), "version", "--kubeconfig", env.Cluster.Kubeconfig())
+	raw, err := cmd.CombinedOutput()
+	t.Logf("virtctl version:\n%s", raw)
+	if err != nil {
+		t.Fatalf("virtctl version: %v", err)
+	}
+	if !strings.Contains(string(raw), "Server Version") || !strings.Contains(string(raw), catalog.Default) {
+		t.Errorf("virtctl version did not report the server at %s", catalog.Default)
+	}
+}
+
+func checkVMStarts(t *testing.T, env *framework.Env) {
+	ctx := context.Background()
+	// A real virt-handler labels its node schedulable for VMs and its node
+	// labeller the machine types the host runs; kwok's fake ones do not, so
+	// the test does it for them (and only them), as virt-handler would.
+	nodes, err := env.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "type=kwok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		patch := []byte(`{"metadata":{"labels":{"kubevirt.io/schedulable":"true","machine-type.node.kubevirt.io/q35":"true"}}}`)
+		if _, err := env.Kube.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vms := env.Clients.Dynamic.Resource(vmGVR).Namespace("default")
+	if _, err := vms.Create(ctx, vm("running", "Always", false), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating a VM with runStrategy Always: %v", err)
+	}
+	t.Cleanup(func() { _ = vms.Delete(context.Background(), "running", metav1.DeleteOptions{}) })
+	var phase, node string
+	poll.Eventually(t, "the VM's VMI and virt-launcher pod", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		vmi, err := env.Clients.Dynamic.Resource(vmiGVR).Namespace("default").Get(ctx, "running", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		phase, _, _ = unstructured.NestedString(vmi.Object, "status", "phase")
+		pods, err := env.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "kubevirt.io=virt-launcher,vm.kubevirt.io/name=running"})
+		if err != nil {
+			return false, err
+		}
+		if len(pods.Items) == 0 {
+			return false, fmt.Errorf("VMI phase %q; no virt-launcher pod yet", phase)
+		}
+		node = pods.Items[0].Spec.NodeName
+		if node == "" {
+			return false, fmt.Errorf("VMI phase %q; virt-launcher pod %s not scheduled", phase, pods.Items[0].Name)
+		}
+		return true, nil
+	})
+	if node == env.Cluster.RealNodeName() {
+		t.Errorf("the virt-launcher pod landed on the real node; workloads are placed on the fake nodes")
+	}
+	t.Logf("VMI phase %q, its virt-launcher pod on %s (a fake node: no real virt-handler takes it further)", phase, node)
+}
+
+func checkUninstall(t *testing.T, env *framework.Env, c client.Client) {
+	ctx := context.Background()
+	// The default uninstall strategy refuses while workloads exist: the
+	// VMs go first, and their VMIs with them (virt-controller acts).
+	vms := env.Clients.Dynamic.Resource(vmGVR).Namespace("default")
+	if err := vms.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, "no VM and no VMI left", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		l, err := vms.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		li, err := env.Clients.Dynamic.Resource(vmiGVR).Namespace("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		if n := len(l.Items) + len(li.Items); n > 0 {
+			return false, fmt.Errorf("%d VMs, %d VMIs", len(l.Items), len(li.Items))
+		}
+		return true, nil
+	})
+
+	// While KubeVirt uninstalls: when the last of its webhook
+	// configurations went, and when virt-api started to stop.
+	type moments struct{ webhooksGone, virtAPIStopping time.Time }
+	seen := make(chan moments, 1)
+	stop := make(chan struct{})
+	go func() {
+		var m moments
+		defer func() { seen <- m }()
+		sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=virtop"}
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			now := time.Now()
+			if m.webhooksGone.IsZero() {
+				vw, err1 := env.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, sel)
+				mw, err2 := env.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, sel)
+				if err1 == nil && err2 == nil && len(vw.Items)+len(mw.Items) == 0 {
+					m.webhooksGone = now
+				}
+			}
+			if m.virtAPIStopping.IsZero() {
+				pods, err := env.Kube.CoreV1().Pods(installNS).List(ctx, metav1.ListOptions{LabelSelector: "kubevirt.io=virt-api"})
+				if err == nil {
+					stopping := len(pods.Items) == 0
+					for _, p := range pods.Items {
+						if p.DeletionTimestamp != nil {
+							stopping = true
+						}
+					}
+					if stopping {
+						m.virtAPIStopping = now
+					}
+				}
+			}
+		}
+	}()
+	kv := &kvv1.KubeVirt{}
+	if err := c.Get(ctx, framework.KubeVirtKey, kv); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, kv); err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, "the KubeVirt resource gone", waitLong, func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, framework.KubeVirtKey, &kvv1.KubeVirt{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, fmt.Errorf("still there: %v", err)
+	})
+	poll.Eventually(t, "no pod left on the real node", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		pods, err := env.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + env.Cluster.RealNodeName()})
+		if err != nil {
+			return false, err
+		}
+		var left []string
+		for _, p := range pods.Items {
+			left = append(left, p.Namespace+"/"+p.Name)
+		}
+		if len(left) > 0 {
+			return false, fmt.Errorf("pods left: %s", strings.Join(left, ", "))
+		}
+		return true, nil
+	})
+	close(stop)
+	m := <-seen
+	switch {
+	case m.webhooksGone.IsZero():
+		t.Error("KubeVirt's webhook configurations were never all gone")
+	case m.virtAPIStopping.IsZero():
+		t.Error("virt-api was never seen stopping")
+	case m.virtAPIStopping.Before(m.webhooksGone):
+		t.Errorf("virt-api began to stop %s before the last webhook configuration went: requests its webhooks match were refused meanwhile",
+			m.webhooksGone.Sub(m.virtAPIStopping).Round(time.Millisecond))
+	default:
+		t.Logf("webhook configurations gone %s before virt-api began to stop", m.virtAPIStopping.Sub(m.webhooksGone).Round(time.Millisecond))
+	}
+}
