@@ -11,6 +11,9 @@ E2E_ENV = VIRTOP_E2E_VIRTOP=$(abspath $(E2E_DIR))/virtop \
 CLUSTER_NAME ?= virtop
 NODES ?= 3
 PROMETHEUS ?= none
+# make demo's release: the manifest and image it renders (dist/demo).
+DEMO_VERSION ?= v0.0.0-demo
+DEMO_DIST ?= dist/demo
 
 .PHONY: test-e2e
 test-e2e: tools kustomize node-images-upstream ## end-to-end tests on the local cluster, one package at a time (TEST_RELEASES=default|all); a failing suite's logs in dist/e2e/kept
@@ -30,12 +33,15 @@ down: build ## Stop the local cluster's operator and delete the cluster (CLUSTER
 	$(BIN) down --name $(CLUSTER_NAME)
 
 .PHONY: demo
-demo: ## Build only what the demo runs (virtop, the cluster's 9 tools, the real node's images), then virtop up --prometheus late
-	@echo "make demo: 1/4 bin/virtop (a first build takes about 2-5 minutes on 2 cores)"
+demo: ## Build only what the demo runs (virtop, the cluster's tools, the real node's images, the release manifest), then virtop up with the operator as a pod and Prometheus late
+	@echo "make demo: 1/5 bin/virtop (a first build takes about 2-5 minutes on 2 cores)"
 	@$(MAKE) --no-print-directory build
-	@echo "make demo: 2/4 the local cluster's tools (etcd, Kubernetes, kwok), missing ones only"
+	@echo "make demo: 2/5 the local cluster's tools (etcd, Kubernetes, kwok), missing ones only"
 	@hack/tools/build.sh demo
-	@echo "make demo: 3/4 the real node's images: pause and KubeVirt's components from upstream's source, missing ones only"
+	@echo "make demo: 3/5 the real node's images: pause and KubeVirt's components from upstream's source, missing ones only"
 	@$(MAKE) --no-print-directory node-images-upstream
-	@echo "make demo: 4/4 virtop up --prometheus late"
-	$(BIN) up --name $(CLUSTER_NAME) --nodes $(NODES) --prometheus late
+	@echo "make demo: 4/5 the release manifest and the operator's image, as a release ships them (make release-manifests into $(DEMO_DIST))"
+	@$(MAKE) --no-print-directory release-manifests VERSION=$(DEMO_VERSION) DIST=$(DEMO_DIST) PLATFORMS=linux/$$($(GO) env GOARCH)
+	@echo "make demo: 5/5 virtop up --prometheus late, the operator a pod on the real node"
+	$(BIN) up --name $(CLUSTER_NAME) --nodes $(NODES) --prometheus late \
+		--operator-manifest $(DEMO_DIST)/virtop-operator.yaml --operator-image $(DEMO_DIST)/virtop-image.tar

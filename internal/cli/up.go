@@ -22,6 +22,8 @@ func newUpCommand() *cobra.Command {
 		prometheus string
 		quiet      bool
 		realNode   bool
+		manifest   string
+		image      string
 	)
 	cmd := &cobra.Command{
 		Use:   "up [--nodes N] [--prometheus none|before|late] [--name NAME]",
@@ -86,6 +88,21 @@ otherwise; --quiet turns it off.`,
 			if err != nil {
 				return fmt.Errorf("cannot find the virtop binary to run the operator from: %w", err)
 			}
+			var pod *devcluster.PodOperator
+			switch {
+			case manifest != "" && image != "":
+				if !realNode {
+					return &ExitError{Code: 2, Err: fmt.Errorf("--operator-manifest runs the operator as a pod on the real node: it needs --real-node")}
+				}
+				for _, p := range []string{manifest, image} {
+					if _, err := os.Stat(p); err != nil {
+						return &ExitError{Code: 2, Err: err}
+					}
+				}
+				pod = &devcluster.PodOperator{Manifest: manifest, Image: image}
+			case manifest != "" || image != "":
+				return &ExitError{Code: 2, Err: fmt.Errorf("--operator-manifest and --operator-image go together")}
+			}
 			ctx, stop := signal.NotifyContext(contextOf(cmd), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			rep := progress.Start(fmt.Sprintf("cluster %s and KubeVirt", name), progress.ForStderr(cmd.ErrOrStderr(), quiet))
@@ -94,12 +111,15 @@ otherwise; --quiet turns it off.`,
 				ClusterOptions: devcluster.ClusterOptions{Nodes: nodes, RealNode: realNode},
 				Prometheus:     mode,
 				Virtop:         self,
+				PodOperator:    pod,
 			})
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", devcluster.DefaultName, "name of the local cluster")
 	cmd.Flags().IntVar(&nodes, "nodes", 3, "number of fake nodes (the first is the control-plane node)")
 	cmd.Flags().BoolVar(&realNode, "real-node", true, "add a real node (kubelet, containerd) where KubeVirt's control plane runs as containers from images built from upstream's source (make node-images); false keeps an all-fake cluster whose webhooks are patched to failurePolicy Ignore")
+	cmd.Flags().StringVar(&manifest, "operator-manifest", "", "run the operator as a pod on the real node from this release manifest (make release-manifests: dist/virtop-operator.yaml); with --operator-image")
+	cmd.Flags().StringVar(&image, "operator-image", "", "the operator's image archive imported into the real node: make image's OCI layout (dist/virtop-image.tar, the digest the manifest pins) or a docker-archive")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress reports on stderr while waiting")
 	cmd.Flags().StringVar(&prometheus, "prometheus", string(devcluster.PrometheusNone), "install a Prometheus stack: none, before (the KubeVirt resource) or late (after the control plane is Available)")
 	_ = cmd.RegisterFlagCompletionFunc("prometheus", cobra.FixedCompletions([]string{string(devcluster.PrometheusNone), string(devcluster.PrometheusBefore), string(devcluster.PrometheusLate)}, cobra.ShellCompDirectiveNoFileComp))

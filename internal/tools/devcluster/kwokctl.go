@@ -214,7 +214,11 @@ func (c *Cluster) componentArgs() []struct {
 			{"kubelet-client-key", c.pki("admin.key")},
 		}},
 		// Fake pods' and nodes' IPs come from ranges of this cluster's own.
-		{ComponentKwokController, [][2]string{{"cidr", c.PodCIDR()}, {"node-ip", c.NodeIP()}}},
+		// kwok fakes only the nodes FakeNode annotates (kwokctl's default
+		// is every node: it faked the real node's pods Running with fake
+		// IPs, which the API server then dialled for webhooks).
+		{ComponentKwokController, [][2]string{{"cidr", c.PodCIDR()}, {"node-ip", c.NodeIP()},
+			{"manage-all-nodes", "false"}, {"manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake"}}},
 	}
 }
 

@@ -150,6 +150,10 @@ type UpOptions struct {
 	// AvailableTimeout bounds the wait for the KubeVirt resource to become
 	// Available (default 5 minutes).
 	AvailableTimeout time.Duration
+	// PodOperator, when set, runs the operator as users do: the release
+	// manifest applied and its image on the real node (operatorpod.go);
+	// unset, the operator is a host process from Virtop.
+	PodOperator *PodOperator
 	// LateDelay is how long after Available the late Prometheus arrives
 	// (default 10 s).
 	LateDelay time.Duration
@@ -196,7 +200,12 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 
 	// The operator.
 	var op *OperatorProcess
-	if o.Virtop != "" && OperatorBuilt(ctx, o.Virtop) {
+	podOperator := o.PodOperator != nil
+	if podOperator {
+		if err := c.startOperatorPod(ctx, out, cl, *o.PodOperator); err != nil {
+			return err
+		}
+	} else if o.Virtop != "" && OperatorBuilt(ctx, o.Virtop) {
 		op, err = c.StartOperator(o.Virtop)
 		if err != nil {
 			return err
@@ -248,7 +257,7 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 		return nil
 	}
 
-	if op == nil || kv == nil {
+	if (op == nil && !podOperator) || kv == nil {
 		if kv != nil {
 			fmt.Fprintln(out, "  Status now: "+c.statusLine(ctx, cl, kv))
 		}
@@ -257,7 +266,7 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 				return err
 			}
 		}
-		c.printSummary(out, start, false, o.RealNode)
+		c.printSummary(out, start, false, o.RealNode, podOperator)
 		return nil
 	}
 
@@ -278,17 +287,21 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 			fmt.Fprintln(out, "• virtop installed monitoring for this Prometheus (its ServiceMonitor and PrometheusRule)")
 		}
 	}
-	c.printSummary(out, start, true, o.RealNode)
+	c.printSummary(out, start, true, o.RealNode, podOperator)
 	return nil
 }
 
-func (c *Cluster) printSummary(out io.Writer, start time.Time, hasControlPlane, realNode bool) {
+func (c *Cluster) printSummary(out io.Writer, start time.Time, hasControlPlane, realNode, podOperator bool) {
 	fmt.Fprintf(out, "\nCluster %s is up (%s).\n", c.Name, since(start))
 	if !hasControlPlane {
 		fmt.Fprintln(out, "It has no KubeVirt control plane.")
 	}
 	fmt.Fprintf(out, "  export KUBECONFIG=%s\n", c.Kubeconfig())
-	fmt.Fprintf(out, "  operator log: %s\n", c.OperatorLog())
+	if podOperator {
+		fmt.Fprintf(out, "  operator log: kubectl -n %s logs deploy/%s\n", InstallNamespace, OperatorDeployment)
+	} else {
+		fmt.Fprintf(out, "  operator log: %s\n", c.OperatorLog())
+	}
 	fmt.Fprintf(out, "  delete it with: virtop down --name %s\n\n", c.Name)
 	if realNode {
 		fmt.Fprintln(out, RealNodeNote)
@@ -479,12 +492,15 @@ func (c *Cluster) watch(ctx context.Context, out io.Writer, cl *Clients, kv *uns
 		if done(s) {
 			return nil
 		}
-		if exited, code := op.Exited(); exited {
-			return fmt.Errorf("the operator exited with code %d; the end of %s:\n%s", code, c.OperatorLog(), tail(c.OperatorLog(), 20))
-		}
-		if op.exited == nil { // reused: we did not start it, check its PID
-			if _, ok := c.OperatorPID(); !ok {
-				return fmt.Errorf("the operator (pid %d) is gone; the end of %s:\n%s", op.PID, c.OperatorLog(), tail(c.OperatorLog(), 20))
+		// A host operator that exits is fatal; a pod's is restarted by kubelet (op nil).
+		if op != nil {
+			if exited, code := op.Exited(); exited {
+				return fmt.Errorf("the operator exited with code %d; the end of %s:\n%s", code, c.OperatorLog(), tail(c.OperatorLog(), 20))
+			}
+			if op.exited == nil { // reused: we did not start it, check its PID
+				if _, ok := c.OperatorPID(); !ok {
+					return fmt.Errorf("the operator (pid %d) is gone; the end of %s:\n%s", op.PID, c.OperatorLog(), tail(c.OperatorLog(), 20))
+				}
 			}
 		}
 		if time.Now().After(deadline) {

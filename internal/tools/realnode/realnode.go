@@ -49,6 +49,10 @@ const Bridge = "virtop0"
 // hack/image's pause).
 const SandboxImage = "registry.k8s.io/pause:3.10"
 
+// NoProxy is the proxy containerd sends registry requests to: loopback's
+// discard port, where nothing listens.
+const NoProxy = "http://127.0.0.1:9"
+
 // ContainerLogLinks is where kubelet links containers' logs (not
 // configurable).
 const ContainerLogLinks = "/var/log/containers"
@@ -266,7 +270,12 @@ func (n *Node) Start(ctx context.Context, out io.Writer, t Tools) error {
 		return err
 	}
 	if _, ok := n.pid("containerd"); !ok {
-		if err := n.startProcess("containerd", t.Containerd, "--config", n.path("config", "containerd.toml")); err != nil {
+		// Every image is imported: a pull of a missing one must not even
+		// ask the machine's DNS server for the registry's address, so
+		// every registry request goes to a proxy on loopback where nothing
+		// listens, and fails there at once.
+		if err := n.startProcess("containerd", t.Containerd, []string{"HTTPS_PROXY=" + NoProxy, "HTTP_PROXY=" + NoProxy, "NO_PROXY="},
+			"--config", n.path("config", "containerd.toml")); err != nil {
 			return err
 		}
 		if err := waitFor(ctx, 30*time.Second, func() bool {
@@ -286,12 +295,12 @@ func (n *Node) Start(ctx context.Context, out io.Writer, t Tools) error {
 		fmt.Fprintf(out, "  imported %d images into the node's containerd in %s\n", len(n.Images), time.Since(t0).Round(100*time.Millisecond))
 	}
 	if _, ok := n.pid("kubelet"); !ok {
-		if err := n.startProcess("kubelet", t.Kubelet, n.kubeletArgs()...); err != nil {
+		if err := n.startProcess("kubelet", t.Kubelet, nil, n.kubeletArgs()...); err != nil {
 			return err
 		}
 	}
 	if _, ok := n.pid("kube-proxy"); !ok {
-		if err := n.startProcess("kube-proxy", t.KubeProxy, "--config", n.path("config", "kube-proxy.yaml")); err != nil {
+		if err := n.startProcess("kube-proxy", t.KubeProxy, nil, "--config", n.path("config", "kube-proxy.yaml")); err != nil {
 			return err
 		}
 	}
@@ -303,6 +312,49 @@ func (n *Node) Start(ctx context.Context, out io.Writer, t Tools) error {
 		}
 	}
 	return nil
+}
+
+// ImportImage imports an image archive (a docker-archive, or an OCI layout
+// whose index names its tag, as make image writes it) into the node's
+// containerd. ref is the reference pods will name it by: its repository
+// names the OCI layout's image, and a digest in it (a release manifest pins
+// one) is given the image as a name of its own, repository@digest, which
+// is how containerd's CRI finds an image by digest without pulling it.
+func (n *Node) ImportImage(ctx context.Context, t Tools, archive, ref string) error {
+	ctr := func(args ...string) error {
+		args = append([]string{"--address", n.ContainerdSocket(), "-n", "k8s.io"}, args...)
+		raw, err := exec.CommandContext(ctx, t.Ctr, args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ctr %s: %v: %s", strings.Join(args[4:], " "), err, raw)
+		}
+		return nil
+	}
+	repo, tag, digest := splitRef(ref)
+	args := []string{"images", "import", "--no-unpack"}
+	if repo != "" {
+		args = append(args, "--base-name", repo)
+	}
+	if err := ctr(append(args, archive)...); err != nil {
+		return fmt.Errorf("importing %s into the real node's containerd: %w", archive, err)
+	}
+	if digest != "" && tag != "" {
+		_ = ctr("images", "rm", repo+"@"+digest)
+		if err := ctr("images", "tag", repo+":"+tag, repo+"@"+digest); err != nil {
+			return fmt.Errorf("naming %s by its digest (the archive %s must hold exactly that image): %w", ref, archive, err)
+		}
+	}
+	return nil
+}
+
+// splitRef splits an image reference into its repository, tag and digest.
+func splitRef(ref string) (repo, tag, digest string) {
+	if i := strings.Index(ref, "@"); i >= 0 {
+		ref, digest = ref[:i], ref[i+1:]
+	}
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		ref, tag = ref[:i], ref[i+1:]
+	}
+	return ref, tag, digest
 }
 
 func (n *Node) kubeletArgs() []string {
@@ -325,7 +377,7 @@ func (n *Node) kubeletArgs() []string {
 // startProcess starts one of the node's processes inside the cluster's
 // network namespace, in its own session, logging to its log and writing its
 // pidfile.
-func (n *Node) startProcess(name, bin string, args ...string) error {
+func (n *Node) startProcess(name, bin string, env []string, args ...string) error {
 	logf, err := os.OpenFile(n.Log(name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -340,7 +392,7 @@ func (n *Node) startProcess(name, bin string, args ...string) error {
 			path += ":" + d
 		}
 	}
-	cmd.Env = []string{"PATH=" + path, "HOME=" + n.Dir}
+	cmd.Env = append([]string{"PATH=" + path, "HOME=" + n.Dir}, env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting the real node's %s: %w", name, err)

@@ -79,6 +79,9 @@ func TestUpstreamControlPlaneOnRealNode(t *testing.T) {
 	t.Run("control plane runs on the real node, Ready, no restarts", func(t *testing.T) {
 		checkRealPods(t, env, c)
 	})
+	t.Run("the API server reads a container's log through kubelet", func(t *testing.T) {
+		checkLogs(t, env)
+	})
 	t.Run("every webhook keeps its release's failurePolicy", func(t *testing.T) {
 		checkWebhooksAsRendered(t, env)
 	})
@@ -96,6 +99,9 @@ func TestUpstreamControlPlaneOnRealNode(t *testing.T) {
 	})
 	t.Run("uninstall leaves nothing on the real node", func(t *testing.T) {
 		checkUninstall(t, env, c)
+	})
+	t.Run("nothing dialled an address outside the cluster's namespace", func(t *testing.T) {
+		checkNoDialOut(t, env)
 	})
 	if t.Failed() {
 		t.Logf("operator log:\n%s", op.Log())
@@ -343,9 +349,16 @@ func checkVMStarts(t *testing.T, env *framework.Env) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its device plugins advertise /dev/kvm, tun and vhost-net, which a
+	// virt-launcher pod requests, and the fake nodes need ephemeral storage.
+	devices := `{"devices.kubevirt.io/kvm":"1k","devices.kubevirt.io/tun":"1k","devices.kubevirt.io/vhost-net":"1k","ephemeral-storage":"100Gi"}`
 	for _, n := range nodes.Items {
 		patch := []byte(`{"metadata":{"labels":{"kubevirt.io/schedulable":"true","machine-type.node.kubevirt.io/q35":"true"}}}`)
 		if _, err := env.Kube.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		status := []byte(`{"status":{"capacity":` + devices + `,"allocatable":` + devices + `}}`)
+		if _, err := env.Kube.CoreV1().Nodes().Patch(ctx, n.Name, types.StrategicMergePatchType, status, metav1.PatchOptions{}, "status"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -484,3 +497,62 @@ func checkUninstall(t *testing.T, env *framework.Env, c client.Client) {
 		t.Logf("webhook configurations gone %s before virt-api began to stop", m.virtAPIStopping.Sub(m.webhooksGone).Round(time.Millisecond))
 	}
 }
+
+// checkNoDialOut reads every log of the cluster (its components', the
+// real node's, its containers') for a dial that the sealed namespace
+// refused: "network is unreachable" means something tried an address
+// outside loopback and the cluster's bridge, which must never happen (a
+// hostname looked up at the machine's DNS server, a registry asked for an
+// image, a fake pod's IP dialled).
+func checkNoDialOut(t *testing.T, env *framework.Env) {
+	dirs := []string{filepath.Join(env.Cluster.KwokClusterDir(), "logs"), filepath.Join(env.Cluster.NodeDir(), "logs"), env.LogDir()}
+	var found []string
+	for _, dir := range dirs {
+		err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			raw, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			for _, line := range strings.Split(string(raw), "\n") {
+				if strings.Contains(line, "network is unreachable") {
+					rel, _ := filepath.Rel(env.Dir, p)
+					found = append(found, rel+": "+line)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(found) > 0 {
+		if len(found) > 20 {
+			found = append(found[:20], fmt.Sprintf("… and %d more", len(found)-20))
+		}
+		t.Errorf("%d dials were refused by the sealed namespace:\n%s", len(found), strings.Join(found, "\n"))
+	}
+}
+
+// checkLogs reads virt-api's log as `kubectl logs` does: the API server
+// asks the real node's kubelet, at the node's address.
+func checkLogs(t *testing.T, env *framework.Env) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pods, err := env.Kube.CoreV1().Pods(installNS).List(ctx, metav1.ListOptions{LabelSelector: "kubevirt.io=virt-api"})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("no virt-api pod: %v", err)
+	}
+	raw, err := env.Kube.CoreV1().Pods(installNS).GetLogs(pods.Items[0].Name, &corev1.PodLogOptions{TailLines: ptrTo(int64(5))}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("reading the log of %s through the API server: %v", pods.Items[0].Name, err)
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		t.Fatalf("the log of %s is empty", pods.Items[0].Name)
+	}
+	t.Logf("the last lines of %s's log:\n%s", pods.Items[0].Name, raw)
+}
+
+func ptrTo[T any](v T) *T { return &v }
