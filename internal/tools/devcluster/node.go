@@ -105,6 +105,15 @@ func (c *Cluster) ensureRealNode(ctx context.Context, out io.Writer, release str
 		if err := n.Start(ctx, out, tools); err != nil {
 			return err
 		}
+	} else {
+		// A running node gets the release's images too (another release
+		// may be installed next).
+		for _, img := range imgs {
+			if err := n.ImportImage(ctx, tools, img, ""); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(out, "• The real node %s runs; imported %s's %d images\n", n.Name, release, len(imgs))
 	}
 	cl, err := c.Clients()
 	if err != nil {

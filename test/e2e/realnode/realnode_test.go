@@ -30,6 +30,7 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/testing/testreleases"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
@@ -49,63 +50,85 @@ const (
 var vmGVR = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachines"}
 var vmiGVR = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachineinstances"}
 
-// TestUpstreamControlPlaneOnRealNode installs the default release as
-// `virtop up` does on a cluster with a real node (the operator a host
-// process, the sample KubeVirt resource placed on the real node) and
-// checks it with upstream's own components, one subtest a question:
-// everything running, the webhooks as rendered, the APIServices served,
-// upstream's admission, virtctl, virt-controller acting, and uninstall.
+// TestUpstreamControlPlaneOnRealNode installs each release it covers
+// (testreleases: the default one in make test, every one in make test-all)
+// as `virtop up` does on a cluster with a real node (the operator a host
+// process, the sample KubeVirt resource placed on the real node), checks
+// it with upstream's own components, one subtest a question — everything
+// running, logs, the webhooks as rendered, the APIServices served,
+// upstream's admission, virtctl, virt-controller acting — and uninstalls
+// it, leaving the node empty for the next release. Last, no component
+// dialled an address outside the cluster's namespace.
 func TestUpstreamControlPlaneOnRealNode(t *testing.T) {
 	env := framework.Require(t)
 	if !env.OperatorBuilt() {
 		t.Fatal("the virtop binary has no operator command")
 	}
-	ctx := context.Background()
 	c := env.Client(t)
-	start := time.Now()
-	var out bytes.Buffer
-	err := env.Cluster.Up(ctx, &out, devcluster.UpOptions{
-		ClusterOptions: devcluster.ClusterOptions{Nodes: env.Nodes, RealNode: true},
-		// No Virtop: the test runs the operator itself.
-	})
-	t.Logf("devcluster.Up:\n%s", out.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	op := env.Operator(t, append(framework.HostOperatorArgs(t), "--leader-elect")...).Start()
-	framework.WaitKubeVirt(t, c, "Available at "+catalog.Default, waitLong, framework.AvailableAt(catalog.Default))
-	t.Logf("MEASURE install on the real node to Available: %s", time.Since(start).Round(100*time.Millisecond))
+	var op *framework.Process
+	for _, rel := range testreleases.Select(t, catalog.Builtin().Versions()) {
+		t.Run(rel, func(t *testing.T) {
+			if _, err := os.Stat(filepath.Join(upstreamSrc(env), "kubevirt-"+rel+".tar.gz")); err != nil {
+				t.Skipf("no upstream source for %s in %s: its components cannot be built here", rel, upstreamSrc(env))
+			}
+			ctx := context.Background()
+			start := time.Now()
+			var out bytes.Buffer
+			err := env.Cluster.Up(ctx, &out, devcluster.UpOptions{
+				ClusterOptions: devcluster.ClusterOptions{Nodes: env.Nodes, RealNode: true},
+				Version:        rel,
+				// No Virtop: the test runs the operator itself.
+			})
+			t.Logf("devcluster.Up:\n%s", out.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if op == nil {
+				op = env.Operator(t, append(framework.HostOperatorArgs(t), "--leader-elect")...).Start()
+			}
+			framework.WaitKubeVirt(t, c, "Available at "+rel, waitLong, framework.AvailableAt(rel))
+			t.Logf("MEASURE install of %s on the real node to Available: %s", rel, time.Since(start).Round(100*time.Millisecond))
 
-	t.Run("control plane runs on the real node, Ready, no restarts", func(t *testing.T) {
-		checkRealPods(t, env, c)
-	})
-	t.Run("the API server reads a container's log through kubelet", func(t *testing.T) {
-		checkLogs(t, env)
-	})
-	t.Run("every webhook keeps its release's failurePolicy", func(t *testing.T) {
-		checkWebhooksAsRendered(t, env)
-	})
-	t.Run("every APIService virtop registers is Available", func(t *testing.T) {
-		checkAPIServicesAvailable(t, c)
-	})
-	t.Run("upstream's admission refuses an invalid VM and mutates a valid one", func(t *testing.T) {
-		checkAdmission(t, env)
-	})
-	t.Run("virtctl version answers through the subresources APIService", func(t *testing.T) {
-		checkVirtctlVersion(t, env)
-	})
-	t.Run("virt-controller starts a VM with runStrategy Always", func(t *testing.T) {
-		checkVMStarts(t, env)
-	})
-	t.Run("uninstall leaves nothing on the real node", func(t *testing.T) {
-		checkUninstall(t, env, c)
-	})
+			t.Run("control plane runs on the real node, Ready, no restarts", func(t *testing.T) {
+				checkRealPods(t, env, c)
+			})
+			t.Run("the API server reads a container's log through kubelet", func(t *testing.T) {
+				checkLogs(t, env)
+			})
+			t.Run("every webhook keeps its release's failurePolicy", func(t *testing.T) {
+				checkWebhooksAsRendered(t, env)
+			})
+			t.Run("every APIService virtop registers is Available", func(t *testing.T) {
+				checkAPIServicesAvailable(t, c)
+			})
+			t.Run("upstream's admission refuses an invalid VM and mutates a valid one", func(t *testing.T) {
+				checkAdmission(t, env, rel)
+			})
+			t.Run("virtctl version answers through the subresources APIService", func(t *testing.T) {
+				checkVirtctlVersion(t, env, rel)
+			})
+			t.Run("virt-controller starts a VM with runStrategy Always", func(t *testing.T) {
+				checkVMStarts(t, env)
+			})
+			t.Run("uninstall leaves nothing on the real node", func(t *testing.T) {
+				checkUninstall(t, env, c)
+			})
+		})
+	}
 	t.Run("nothing dialled an address outside the cluster's namespace", func(t *testing.T) {
 		checkNoDialOut(t, env)
 	})
-	if t.Failed() {
+	if t.Failed() && op != nil {
 		t.Logf("operator log:\n%s", op.Log())
 	}
+}
+
+// upstreamSrc is where upstream's source archives are (hack/tools/kubevirt.sh's default).
+func upstreamSrc(env *framework.Env) string {
+	if d := os.Getenv("VIRTOP_UPSTREAM_SRC"); d != "" {
+		return d
+	}
+	return filepath.Join(env.Repo, "..", "shared", "upstream-src")
 }
 
 // controlPlane is what must run on the real node for the default release
@@ -291,7 +314,7 @@ func vm(name, runStrategy string, withBadDisk bool) *unstructured.Unstructured {
 	}}
 }
 
-func checkAdmission(t *testing.T, env *framework.Env) {
+func checkAdmission(t *testing.T, env *framework.Env, rel string) {
 	ctx := context.Background()
 	vms := env.Clients.Dynamic.Resource(vmGVR).Namespace("default")
 	_, err := vms.Create(ctx, vm("refused", "Halted", true), metav1.CreateOptions{})
@@ -308,35 +331,43 @@ func checkAdmission(t *testing.T, env *framework.Env) {
 		t.Fatalf("a valid VM was refused: %v", err)
 	}
 	t.Cleanup(func() { _ = vms.Delete(context.Background(), "accepted", metav1.DeleteOptions{}) })
-	// Upstream's mutator fills what the VM left out: the machine type and
-	// the firmware's UUID.
+	// Upstream's mutator fills what the VM left out: the machine type, and
+	// the firmware's UUID (v1.6 on; v1.5 sets a serial instead).
 	machine, _, _ := unstructured.NestedString(got.Object, "spec", "template", "spec", "domain", "machine", "type")
-	uuid, _, _ := unstructured.NestedString(got.Object, "spec", "template", "spec", "domain", "firmware", "uuid")
-	if machine == "" || uuid == "" {
-		t.Errorf("the valid VM was not mutated as upstream mutates it: machine type %q, firmware uuid %q", machine, uuid)
+	field := "uuid"
+	if strings.HasPrefix(rel, "v1.5.") {
+		field = "serial"
 	}
-	t.Logf("valid VM accepted and mutated: machine type %q, firmware uuid %q", machine, uuid)
+	fw, _, _ := unstructured.NestedString(got.Object, "spec", "template", "spec", "domain", "firmware", field)
+	if machine == "" || fw == "" {
+		t.Errorf("the valid VM was not mutated as upstream %s mutates it: machine type %q, firmware %s %q", rel, machine, field, fw)
+	}
+	t.Logf("valid VM accepted and mutated: machine type %q, firmware %s %q", machine, field, fw)
 }
 
-func virtctl(t *testing.T) string {
-	p := filepath.Join(toolpaths.CacheDir(), "kubevirt-"+catalog.Default, "bin", "virtctl")
+func virtctl(t *testing.T, rel string) string {
+	p := filepath.Join(toolpaths.CacheDir(), "kubevirt-"+rel, "bin", "virtctl")
 	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("virtctl %s is not built (make node-images): %v", catalog.Default, err)
+		t.Fatalf("virtctl %s is not built (make node-images KUBEVIRT_RELEASE=%s): %v", rel, rel, err)
 	}
 	return p
 }
 
-func checkVirtctlVersion(t *testing.T, env *framework.Env) {
+func checkVirtctlVersion(t *testing.T, env *framework.Env, rel string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, virtctl(t), "version", "--kubeconfig", env.Cluster.Kubeconfig())
+	cmd := exec.CommandContext(ctx, virtctl(t, rel), "version", "--kubeconfig", env.Cluster.Kubeconfig())
 	raw, err := cmd.CombinedOutput()
 	t.Logf("virtctl version:\n%s", raw)
 	if err != nil {
 		t.Fatalf("virtctl version: %v", err)
 	}
-	if !strings.Contains(string(raw), "Server Version") || !strings.Contains(string(raw), catalog.Default) {
-		t.Errorf("virtctl version did not report the server at %s", catalog.Default)
+	server := false
+	for _, line := range strings.Split(string(raw), "\n") {
+		server = server || strings.HasPrefix(line, "Server Version") && strings.Contains(line, `GitVersion:"`+rel+`"`)
+	}
+	if !server {
+		t.Errorf("virtctl version did not report the server at %s", rel)
 	}
 }
 
