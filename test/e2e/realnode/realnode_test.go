@@ -9,7 +9,11 @@ package realnode
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +37,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/testing/testreleases"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -109,6 +114,9 @@ func TestUpstreamControlPlaneOnRealNode(t *testing.T) {
 			})
 			t.Run("virt-controller starts a VM with runStrategy Always", func(t *testing.T) {
 				checkVMStarts(t, env)
+			})
+			t.Run("certificates rotate under load: no request refused, virt-api serves each new one", func(t *testing.T) {
+				checkRotationUnderLoad(t, env, c, rel)
 			})
 			t.Run("uninstall leaves nothing on the real node", func(t *testing.T) {
 				checkUninstall(t, env, c)
@@ -587,3 +595,158 @@ func checkLogs(t *testing.T, env *framework.Env) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// rotationWindow is how long the rotation case watches: with the lifetimes
+// it sets, the CA is issued again at once and after 2 minutes, the serving
+// certificates at once, every minute, and re-signed by the new CA.
+const rotationWindow = 3 * time.Minute
+
+// servedBound bounds how long after its Secret changes virt-api may serve
+// the previous certificate: kubelet refreshes a Secret volume on its sync
+// (1 minute, plus its cache's TTL and jitter), then virt-api reloads the
+// files.
+const servedBound = 3 * time.Minute
+
+// checkRotationUnderLoad sets short certificate lifetimes (a changed
+// lifetime re-issues every certificate at once, the CA included) and, for
+// rotationWindow, sends a VM create (dry run, through upstream's mutating
+// and validating webhooks, which fail closed) every 250 ms while it
+// watches virt-api's certificate Secret and what virt-api's pods present.
+// No request may be refused; each pod must present the Secret's current
+// certificate within servedBound of its change.
+func checkRotationUnderLoad(t *testing.T, env *framework.Env, c client.Client, rel string) {
+	ctx := context.Background()
+	kv := &kvv1.KubeVirt{}
+	if err := c.Get(ctx, framework.KubeVirtKey, kv); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(kv.DeepCopy())
+	kv.Spec.CertificateRotateStrategy.SelfSigned = &kvv1.KubeVirtSelfSignConfiguration{
+		CA:     &kvv1.CertConfig{Duration: &metav1.Duration{Duration: 6 * time.Minute}, RenewBefore: &metav1.Duration{Duration: 4 * time.Minute}},
+		Server: &kvv1.CertConfig{Duration: &metav1.Duration{Duration: 3 * time.Minute}, RenewBefore: &metav1.Duration{Duration: 2 * time.Minute}},
+	}
+	if err := c.Patch(ctx, kv, patch); err != nil {
+		t.Fatal(err)
+	}
+	// The lifetimes go back to the defaults afterwards (issued again, once).
+	t.Cleanup(func() {
+		kv := &kvv1.KubeVirt{}
+		if err := c.Get(context.Background(), framework.KubeVirtKey, kv); err == nil {
+			p := client.MergeFrom(kv.DeepCopy())
+			kv.Spec.CertificateRotateStrategy.SelfSigned = nil
+			_ = c.Patch(context.Background(), kv, p)
+		}
+	})
+
+	vms := env.Clients.Dynamic.Resource(vmGVR).Namespace("default")
+	deadline := time.Now().Add(rotationWindow)
+	var sent, refused int
+	var refusals []string
+	// The serials virtop wrote into virt-api's Secret, in order, and when;
+	// what each virt-api pod presents, and since when.
+	type write struct {
+		serial string
+		at     time.Time
+	}
+	var written []write
+	served := map[string]map[string]time.Time{} // pod IP -> serial -> first seen
+	for i := 0; time.Now().Before(deadline); i++ {
+		name := fmt.Sprintf("rotation-%d", i)
+		if _, err := vms.Create(ctx, vm(name, "Halted", false), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			refused++
+			if len(refusals) < 5 {
+				refusals = append(refusals, fmt.Sprintf("%s: %v", time.Now().Format(time.TimeOnly), err))
+			}
+		}
+		sent++
+		if i%4 == 0 {
+			if sec, err := env.Kube.CoreV1().Secrets(installNS).Get(ctx, vocab.VirtAPICertSecretName, metav1.GetOptions{}); err == nil {
+				if serial := certSerial(sec.Data["tls.crt"]); serial != "" && (len(written) == 0 || written[len(written)-1].serial != serial) {
+					written = append(written, write{serial, time.Now()})
+				}
+			}
+			pods, err := env.Kube.CoreV1().Pods(installNS).List(ctx, metav1.ListOptions{LabelSelector: "kubevirt.io=virt-api"})
+			if err == nil {
+				for _, p := range pods.Items {
+					if p.Status.PodIP == "" {
+						continue
+					}
+					if serial := presented(p.Status.PodIP + ":8443"); serial != "" {
+						if served[p.Status.PodIP] == nil {
+							served[p.Status.PodIP] = map[string]time.Time{}
+						}
+						if _, seen := served[p.Status.PodIP][serial]; !seen {
+							served[p.Status.PodIP][serial] = time.Now()
+						}
+					}
+				}
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Logf("%d VM creates (dry run) through upstream's webhooks while certificates rotated; %d refused", sent, refused)
+	if refused > 0 {
+		t.Errorf("%d of %d requests refused during rotation, first ones:\n%s", refused, sent, strings.Join(refusals, "\n"))
+	}
+	if len(written) < 2 {
+		t.Fatalf("virt-api's certificate was written %d times in %s: the rotation did not happen", len(written), rotationWindow)
+	}
+	// Each write must reach each pod (it, or a later one, presented)
+	// within servedBound; writes too recent to judge are skipped.
+	var worst time.Duration
+	for pod, seen := range served {
+		for i, w := range written {
+			if w.at.Add(servedBound).After(time.Now()) {
+				continue
+			}
+			var first time.Time
+			for _, later := range written[i:] {
+				if at, ok := seen[later.serial]; ok && (first.IsZero() || at.Before(first)) {
+					first = at
+				}
+			}
+			if first.IsZero() {
+				t.Errorf("virt-api at %s never presented certificate %s (written %s ago) or a later one", pod, w.serial, time.Since(w.at).Round(time.Second))
+				continue
+			}
+			if lag := first.Sub(w.at); lag > worst {
+				worst = lag
+			}
+		}
+	}
+	if worst > servedBound {
+		t.Errorf("virt-api presented a new certificate %s after its Secret changed; bound %s", worst.Round(time.Second), servedBound)
+	}
+	t.Logf("MEASURE %s: %d certificates written for virt-api in %s; the slowest pod presented one %s after it was written (bound %s)",
+		rel, len(written), rotationWindow, worst.Round(time.Second), servedBound)
+}
+
+// certSerial is the serial number of the first certificate of a PEM bundle.
+func certSerial(pemBytes []byte) string {
+	block, _ := pem.Decode(pemBytes)
+	if block == nil {
+		return ""
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return ""
+	}
+	return cert.SerialNumber.String()
+}
+
+// presented is the serial number of the certificate a TLS server at addr
+// (a pod on the real node's bridge, reachable from the suite's namespace)
+// presents.
+func presented(addr string) string {
+	d := &net.Dialer{Timeout: 2 * time.Second}
+	conn, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only reads the certificate
+	if err != nil {
+		return ""
+	}
+	defer conn.Close()
+	certs := conn.ConnectionState().PeerCertificates
+	if len(certs) == 0 {
+		return ""
+	}
+	return certs[0].SerialNumber.String()
+}
