@@ -88,8 +88,10 @@ type Facts struct {
 
 	NetworkPolicies []networkingv1.NetworkPolicy
 
-	// APIService is v1.subresources.kubevirt.io, nil when absent.
-	APIService *apiregistrationv1.APIService
+	// APIServices are KubeVirt's registered APIServices:
+	// v1.subresources.kubevirt.io, those labelled as virtop's or upstream's
+	// operator's, and those backed by a Service of the install namespace.
+	APIServices []apiregistrationv1.APIService
 
 	// Resources are the API resources discovery lists.
 	Resources []Resource

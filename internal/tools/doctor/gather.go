@@ -201,13 +201,25 @@ func (g *Gatherer) Gather(ctx context.Context) (*Facts, error) {
 		f.ClusterRoleBindings = crbs.Items
 	}
 
-	var as apiregistrationv1.APIService
-	switch err := c.Get(ctx, client.ObjectKey{Name: apiServiceName}, &as); {
+	var ass apiregistrationv1.APIServiceList
+	switch err := c.List(ctx, &ass); {
 	case err == nil:
-		f.APIService = &as
-	case apierrors.IsNotFound(err) && !isNoResource(err):
+		for i := range ass.Items {
+			if f.isKubeVirtAPIService(&ass.Items[i]) {
+				f.APIServices = append(f.APIServices, ass.Items[i])
+			}
+		}
 	default:
-		f.Reads[ReadAPIService] = classify(err)
+		// Not allowed to list them all: the one every installation has
+		// may still be readable.
+		var as apiregistrationv1.APIService
+		switch gerr := c.Get(ctx, client.ObjectKey{Name: apiServiceName}, &as); {
+		case gerr == nil:
+			f.APIServices = append(f.APIServices, as)
+		case apierrors.IsNotFound(gerr) && !isNoResource(gerr):
+		default:
+			f.Reads[ReadAPIService] = classify(err)
+		}
 	}
 
 	if g.Discovery != nil {
