@@ -42,6 +42,7 @@ const (
 	CheckPromAlerts      = "prometheus/alerts"
 	CheckStrategyJob     = "install/strategy-job"
 	CheckAPIService      = "install/apiservice"
+	CheckWebhookTLS      = "install/webhook-tls"
 	CheckShortNames      = "names/short"
 	CheckNodePressure    = "controlplane/node-pressure"
 	CheckGitOps          = "gitops/owner"
@@ -58,7 +59,7 @@ const (
 func CheckNames() []string {
 	return []string{
 		CheckVirtAPI, CheckVirtController, CheckVirtHandler, CheckVirtOperator, CheckNodes, CheckNodePressure,
-		CheckKubeVirt, CheckGitOps, CheckUpgrade, CheckEvents, CheckWorkloads, CheckStrategyJob, CheckAPIService,
+		CheckKubeVirt, CheckGitOps, CheckUpgrade, CheckEvents, CheckWorkloads, CheckStrategyJob, CheckAPIService, CheckWebhookTLS,
 		CheckPrometheus, CheckMetricsService, CheckEndpointSlices, CheckServiceMonitor, CheckSMSelection,
 		CheckMonitoringRBAC, CheckNetworkPolicy, CheckPrometheusRule, CheckStrategy,
 		CheckPromTarget, CheckPromMetrics, CheckPromRules, CheckPromAlerts, CheckShortNames,
@@ -84,6 +85,7 @@ func Checks(f *Facts) []Check {
 		checkWorkloads(f),
 		checkStrategyJob(f),
 		checkAPIService(f),
+		checkWebhookTLS(f),
 	)
 	out = append(out, monitoringChecks(f)...)
 	out = append(out, prometheusChecks(f)...)
