@@ -39,7 +39,7 @@ func newDoctorCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Tell a real KubeVirt control-plane outage from a broken monitoring path",
-		Long: `Read the cluster (get and list only; doctor never writes) and answer the
+		Long: `Read the cluster (get and list; doctor never writes) and answer the
 first question of every KubeVirt control-plane alert: are virt-api or
 virt-controller really down, or did a link of the metrics path break?
 
@@ -74,7 +74,19 @@ or when its leader-election Lease (virt-operator) is renewed: an operator
 run beside the cluster (virtop up) or in another namespace. An APIService
 virtop withholds until virt-api answers through the API server is told
 apart from one registered but unavailable, which makes every namespace
-deletion hang.
+deletion hang; each of KubeVirt's APIServices is named with its Available
+condition.
+
+Webhooks: for each Service, port and caBundle that the webhooks of the
+configurations virtop (or upstream's virt-operator) manages call, doctor
+port-forwards through the API server (pods/portforward: the one request
+that is not a get or list; it opens a stream and changes nothing) to one
+ready pod behind the Service and checks that it answers TLS with a
+certificate that verifies against the caBundle for <service>.<ns>.svc, 5 s
+per Service, 30 s in all. A broken one is named (webhook, configuration,
+Service, pod, why); one that fails closed (failurePolicy Fail) is a
+failure, one that fails open a warning. Pods on simulated (kwok) nodes are
+skipped.
 
 Prometheus: --prometheus auto finds the Prometheus resource that selects
 KubeVirt's ServiceMonitor and asks it through the API server's service

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	strategystage "github.com/virtop-dev/virtop/internal/strategy/stage"
@@ -41,6 +42,7 @@ const (
 	CheckPromAlerts      = "prometheus/alerts"
 	CheckStrategyJob     = "install/strategy-job"
 	CheckAPIService      = "install/apiservice"
+	CheckWebhookTLS      = "install/webhook-tls"
 	CheckShortNames      = "names/short"
 	CheckNodePressure    = "controlplane/node-pressure"
 	CheckGitOps          = "gitops/owner"
@@ -57,7 +59,7 @@ const (
 func CheckNames() []string {
 	return []string{
 		CheckVirtAPI, CheckVirtController, CheckVirtHandler, CheckVirtOperator, CheckNodes, CheckNodePressure,
-		CheckKubeVirt, CheckGitOps, CheckUpgrade, CheckEvents, CheckWorkloads, CheckStrategyJob, CheckAPIService,
+		CheckKubeVirt, CheckGitOps, CheckUpgrade, CheckEvents, CheckWorkloads, CheckStrategyJob, CheckAPIService, CheckWebhookTLS,
 		CheckPrometheus, CheckMetricsService, CheckEndpointSlices, CheckServiceMonitor, CheckSMSelection,
 		CheckMonitoringRBAC, CheckNetworkPolicy, CheckPrometheusRule, CheckStrategy,
 		CheckPromTarget, CheckPromMetrics, CheckPromRules, CheckPromAlerts, CheckShortNames,
@@ -83,6 +85,7 @@ func Checks(f *Facts) []Check {
 		checkWorkloads(f),
 		checkStrategyJob(f),
 		checkAPIService(f),
+		checkWebhookTLS(f),
 	)
 	out = append(out, monitoringChecks(f)...)
 	out = append(out, prometheusChecks(f)...)
@@ -654,11 +657,15 @@ func isStrategyJobPod(p *corev1.Pod) bool {
 	return strings.Contains(p.Labels[vocab.AppLabel], "install-strategy")
 }
 
-// checkAPIService tells apart three states of v1.subresources.kubevirt.io:
+// checkAPIService tells apart three states of each of KubeVirt's
+// APIServices (v1.subresources.kubevirt.io, and every other one labelled as
+// virtop's or upstream's operator's, or backed by a Service of the install
+// namespace):
 //
 //   - registered and unavailable (Fail): discovery of the whole cluster is
 //     degraded and every namespace deletion hangs, since the namespace
-//     controller cannot list the group's resources;
+//     controller cannot list the group's resources. Each is named with the
+//     reason and message of its Available condition;
 //   - not registered although virtop's strategy holds it, gated on virt-api
 //     answering through the API server (ready:virt-api): virtop withholds it
 //     on purpose so that the cluster is spared the above. Nothing hangs, but
@@ -666,54 +673,124 @@ func isStrategyJobPod(p *corev1.Pod) bool {
 //     virt-api (its webhooks neither): Warn, a Degraded installation. On
 //     simulated (kwok) nodes no pod serves, so withholding it is the design,
 //     not a fault: OK;
-//   - not registered otherwise (upstream registers it with virt-api): Warn.
+//   - v1.subresources.kubevirt.io not registered otherwise (upstream
+//     registers it with virt-api): Warn.
+//
+// OK says which are Available.
 func checkAPIService(f *Facts) Check {
 	c := Check{Name: CheckAPIService, Group: GroupCluster}
 	if f.readErr(ReadAPIService) != nil {
-		return f.skipped(c, ReadAPIService, "get", "")
+		return f.skipped(c, ReadAPIService, "list", "")
 	}
-	if f.APIService == nil {
-		if withheld := f.apiServiceWithheld(); withheld != "" {
-			return f.withheldAPIService(c, withheld)
+	registered := map[string]*apiregistrationv1.APIService{}
+	for i := range f.APIServices {
+		registered[f.APIServices[i].Name] = &f.APIServices[i]
+	}
+	gated, strategyCM := f.apiServicesGated()
+	names := map[string]bool{apiServiceName: true}
+	for n := range registered {
+		names[n] = true
+	}
+	for _, n := range gated {
+		names[n] = true
+	}
+	var available, unavailable, withheld, unregistered []string
+	for _, n := range slices.Sorted(maps.Keys(names)) {
+		as, ok := registered[n]
+		switch {
+		case ok:
+			cond := apiServiceAvailable(as)
+			switch {
+			case cond == nil:
+				unavailable = append(unavailable, fmt.Sprintf("APIService %s has no Available condition yet", n))
+			case cond.Status != apiregistrationv1.ConditionTrue:
+				unavailable = append(unavailable, fmt.Sprintf("APIService %s is unavailable (Available=%s %s: %s)", n, cond.Status, cond.Reason, strings.TrimSpace(cond.Message)))
+			default:
+				available = append(available, n)
+			}
+		case slices.Contains(gated, n):
+			withheld = append(withheld, n)
+		default:
+			unregistered = append(unregistered, n)
 		}
+	}
+	availableNote := ""
+	if len(available) > 0 {
+		availableNote = " Available: " + strings.Join(available, ", ") + "."
+	}
+	switch {
+	case len(unavailable) > 0:
+		c.Status = Fail
+		c.Evidence = strings.Join(unavailable, "; ") + ". While one is, deleting any namespace in the cluster hangs: the namespace controller cannot list the group's resources." + availableNote
+		c.Hint = f.kubectl("get apiservices.apiregistration.k8s.io %s -o yaml", strings.Fields(unavailable[0])[1])
+		return c
+	case len(unregistered) > 0:
 		c.Status = Warn
-		c.Evidence = "APIService " + apiServiceName + " is not registered: virtctl console, VNC, start, stop and migrate fail."
+		c.Evidence = "APIService " + strings.Join(unregistered, ", ") + " is not registered: virtctl console, VNC, start, stop and migrate fail." + availableNote
 		c.Hint = f.kubectl("get apiservices.apiregistration.k8s.io -l kubevirt.io")
 		return c
-	}
-	for _, cond := range f.APIService.Status.Conditions {
-		if cond.Type == "Available" && cond.Status != "True" {
-			c.Status = Fail
-			c.Evidence = fmt.Sprintf("APIService %s is unavailable (%s: %s). While it is, deleting any namespace in the cluster hangs: the namespace controller cannot list the group's resources.", apiServiceName, cond.Reason, cond.Message)
-			c.Hint = f.kubectl("get apiservices.apiregistration.k8s.io %s -o yaml", apiServiceName)
-			return c
-		}
+	case len(withheld) > 0:
+		return f.withheldAPIService(c, withheld, strategyCM, availableNote)
 	}
 	c.Status = OK
-	c.Evidence = "APIService " + apiServiceName + " is available."
+	c.Evidence = "APIService " + strings.Join(available, ", ") + " is available."
+	if len(available) > 1 {
+		c.Evidence = "APIServices " + strings.Join(available, ", ") + " are available."
+	}
 	return c
 }
 
-// apiServiceWithheld returns the virtop strategy ConfigMap that holds the
-// APIService gated on virt-api answering, "" when none does.
-func (f *Facts) apiServiceWithheld() string {
-	if f.readErr(ReadConfigMaps) != nil {
-		return ""
-	}
-	for _, s := range f.currentStrategies() {
-		if s.Virtop && slices.Contains(s.APIServicesAwaitingVirtAPI, apiServiceName) {
-			return s.Name
+// apiServiceAvailable is the Available condition of an APIService, nil
+// when it has none.
+func apiServiceAvailable(as *apiregistrationv1.APIService) *apiregistrationv1.APIServiceCondition {
+	for i := range as.Status.Conditions {
+		if as.Status.Conditions[i].Type == apiregistrationv1.Available {
+			return &as.Status.Conditions[i]
 		}
 	}
-	return ""
+	return nil
 }
 
-func (f *Facts) withheldAPIService(c Check, strategyCM string) Check {
+// apiServicesGated returns the APIServices the current virtop strategy
+// holds gated on virt-api answering, and the strategy ConfigMap; none
+// when no virtop strategy does.
+func (f *Facts) apiServicesGated() ([]string, string) {
+	if f.readErr(ReadConfigMaps) != nil {
+		return nil, ""
+	}
+	for _, s := range f.currentStrategies() {
+		if s.Virtop && len(s.APIServicesAwaitingVirtAPI) > 0 {
+			return s.APIServicesAwaitingVirtAPI, s.Name
+		}
+	}
+	return nil, ""
+}
+
+// isKubeVirtAPIService: v1.subresources.kubevirt.io, or an APIService
+// virtop's or upstream's operator labels as its own, or one backed by a
+// Service of the install namespace.
+func (f *Facts) isKubeVirtAPIService(as *apiregistrationv1.APIService) bool {
+	switch {
+	case as.Name == apiServiceName:
+		return true
+	case as.Labels[vocab.ManagedByLabel] == vocab.ManagedByValue, as.Labels[vocab.ManagedByLabel] == vocab.UpstreamManagedByValue:
+		return true
+	}
+	return as.Spec.Service != nil && as.Spec.Service.Namespace == f.Where.Namespace
+}
+
+func (f *Facts) withheldAPIService(c Check, names []string, strategyCM, availableNote string) Check {
 	ns := f.Where.Namespace
-	base := fmt.Sprintf("APIService %s is withheld by virtop: its install strategy (ConfigMap %s) registers it only once virt-api answers through the API server's service proxy (gate %s), so an unanswering virt-api never leaves a registered but unavailable APIService that would hang every namespace deletion.", apiServiceName, strategyCM, strategystage.VirtAPIServing)
+	subject := "APIService " + names[0] + " is"
+	it := "it"
+	if len(names) > 1 {
+		subject = "APIServices " + strings.Join(names, ", ") + " are"
+		it = "them"
+	}
+	base := fmt.Sprintf("%s withheld by virtop: its install strategy (ConfigMap %s) registers %s only once virt-api answers through the API server's service proxy (gate %s), so an unanswering virt-api never leaves a registered but unavailable APIService that would hang every namespace deletion.", subject, strategyCM, it, strategystage.VirtAPIServing)
 	if nodes, ok := f.simulatedVirtAPINodes(); ok {
 		c.Status = OK
-		c.Evidence = fmt.Sprintf("%s virt-api runs on simulated (kwok) nodes (%s), where no pod serves: withholding it is the design of such a cluster, and virtctl's console, VNC, start, stop and migrate are not available on it.", base, strings.Join(nodes, ", "))
+		c.Evidence = fmt.Sprintf("%s virt-api runs on simulated (kwok) nodes (%s), where no pod serves: withholding it is the design of such a cluster, and virtctl's console, VNC, start, stop and migrate are not available on it.%s", base, strings.Join(nodes, ", "), availableNote)
 		return c
 	}
 	c.Status = Warn
@@ -721,6 +798,7 @@ func (f *Facts) withheldAPIService(c Check, strategyCM string) Check {
 	if f.readyCount(vocab.VirtAPI) == 0 {
 		c.Evidence += " (virt-api has no ready pod.)"
 	}
+	c.Evidence += availableNote
 	c.Hint = f.kubectl("get --raw /api/v1/namespaces/%s/services/https:%s:443/proxy/apis/subresources.kubevirt.io/v1/healthz", ns, vocab.VirtAPI)
 	return c
 }

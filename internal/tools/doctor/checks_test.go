@@ -335,19 +335,43 @@ func TestVerdicts(t *testing.T) {
 		{
 			name: "APIService unavailable", want: Degraded,
 			mutate: func(f *Facts) {
-				f.APIService.Status.Conditions[0] = apiregistrationv1.APIServiceCondition{Type: apiregistrationv1.Available, Status: apiregistrationv1.ConditionFalse, Reason: "FailedDiscoveryCheck", Message: "no response"}
+				f.APIServices[0].Status.Conditions[0] = apiregistrationv1.APIServiceCondition{Type: apiregistrationv1.Available, Status: apiregistrationv1.ConditionFalse, Reason: "FailedDiscoveryCheck", Message: "no response"}
 			},
 			checkName: "install/apiservice", checkState: Fail, evidence: []string{"deleting any namespace", "hangs"},
 		},
 		{
+			name: "every KubeVirt APIService available", want: Healthy,
+			mutate: func(f *Facts) {
+				f.APIServices = append(f.APIServices, *f.APIServices[0].DeepCopy())
+				f.APIServices[1].Name = "v1alpha3.subresources.kubevirt.io"
+			},
+			checkName: "install/apiservice", checkState: OK,
+			evidence: []string{"APIServices v1.subresources.kubevirt.io, v1alpha3.subresources.kubevirt.io are available."},
+		},
+		{
+			name: "one of two APIServices unavailable: named, with its reason and message", want: Degraded,
+			mutate: func(f *Facts) {
+				f.APIServices = append(f.APIServices, *f.APIServices[0].DeepCopy())
+				f.APIServices[1].Name = "v1alpha3.subresources.kubevirt.io"
+				f.APIServices[1].Status.Conditions[0] = apiregistrationv1.APIServiceCondition{Type: apiregistrationv1.Available, Status: apiregistrationv1.ConditionFalse,
+					Reason: "FailedDiscoveryCheck", Message: "failing or missing response from https://10.96.0.5:443/apis/subresources.kubevirt.io/v1alpha3: bad status from https://10.96.0.5:443/apis/subresources.kubevirt.io/v1alpha3: 503"}
+			},
+			reason:    []string{"install/apiservice"},
+			checkName: "install/apiservice", checkState: Fail,
+			evidence: []string{
+				"APIService v1alpha3.subresources.kubevirt.io is unavailable (Available=False FailedDiscoveryCheck: failing or missing response from https://10.96.0.5:443/apis/subresources.kubevirt.io/v1alpha3: bad status",
+				"deleting any namespace", "Available: v1.subresources.kubevirt.io.",
+			},
+		},
+		{
 			name: "APIService absent, upstream's install", want: Degraded,
-			mutate:    func(f *Facts) { f.APIService = nil },
+			mutate:    func(f *Facts) { f.APIServices = nil },
 			checkName: "install/apiservice", checkState: Warn, evidence: []string{"is not registered", "virtctl console"},
 		},
 		{
 			name: "APIService withheld by virtop: virt-api unreachable from the API server is Degraded", want: Degraded,
 			mutate: func(f *Facts) {
-				f.APIService = nil
+				f.APIServices = nil
 				virtopStrategy(f)
 			},
 			reason:    []string{"install/apiservice"},
@@ -357,7 +381,7 @@ func TestVerdicts(t *testing.T) {
 		{
 			name: "APIService withheld by virtop on simulated nodes is the design", want: Healthy,
 			mutate: func(f *Facts) {
-				f.APIService = nil
+				f.APIServices = nil
 				virtopStrategy(f)
 				f.Nodes["node-1"].Annotations = map[string]string{"kwok.x-k8s.io/node": "fake"}
 			},
@@ -366,7 +390,7 @@ func TestVerdicts(t *testing.T) {
 		{
 			name: "APIService withheld, one virt-api pod on a real node", want: Degraded,
 			mutate: func(f *Facts) {
-				f.APIService = nil
+				f.APIServices = nil
 				virtopStrategy(f)
 				f.Nodes["node-1"].Annotations = map[string]string{"kwok.x-k8s.io/node": "fake"}
 				f.Nodes["node-2"] = readyNode("node-2")

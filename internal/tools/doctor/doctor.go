@@ -2,9 +2,10 @@
 // alert: is the control plane really down, or did the monitoring path
 // break? It is the runbook as code (docs/runbooks).
 //
-// It works in two steps. A Gatherer reads the cluster (get and list only,
-// never a write) into Facts; a read the user may not do is recorded, not
-// fatal. Then pure functions turn Facts into Checks, each with a status
+// It works in two steps. A Gatherer reads the cluster (get and list, never
+// a write; and a port-forward to the pods behind KubeVirt's webhooks, whose
+// TLS handshake it verifies) into Facts; a read the user may not do is
+// recorded, not fatal. Then pure functions turn Facts into Checks, each with a status
 // (ok, warn, fail, skipped), its evidence and the next command to run, and
 // Decide turns the checks into a Verdict: Healthy, ControlPlaneDown,
 // MonitoringArtefact (components ready, a link of the metrics path broken),

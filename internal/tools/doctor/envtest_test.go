@@ -510,3 +510,39 @@ func TestEnvReadOnlyUser(t *testing.T) {
 		return r.Verdict == Healthy, fmt.Sprintf("verdict %s (%s)", r.Verdict, r.Reason)
 	})
 }
+
+// TestEnvAPIServices: every APIService of KubeVirt's is read, also one
+// besides v1.subresources.kubevirt.io (here: labelled as virtop's), and
+// one registered but unavailable is named with the aggregator's reason;
+// an APIService of someone else's is left out.
+func TestEnvAPIServices(t *testing.T) {
+	s := stage(t)
+	ctx := context.Background()
+	group := s.ns + ".doctor.test"
+	mk := func(version string, labels map[string]string, svcNS string) *apiregistrationv1.APIService {
+		as := &apiregistrationv1.APIService{
+			ObjectMeta: metav1.ObjectMeta{Name: version + "." + group, Labels: labels},
+			Spec: apiregistrationv1.APIServiceSpec{
+				Group: group, Version: version, GroupPriorityMinimum: 1000, VersionPriority: 15,
+				Service:               &apiregistrationv1.ServiceReference{Namespace: svcNS, Name: "virt-api", Port: ptr.To(int32(443))},
+				InsecureSkipTLSVerify: true,
+			},
+		}
+		must(t, s.env.Client.Create(ctx, as))
+		t.Cleanup(func() { _ = s.env.Client.Delete(context.Background(), as) })
+		return as
+	}
+	ours := mk("v1alpha3", map[string]string{"app.kubernetes.io/managed-by": "virtop"}, "elsewhere-"+s.ns)
+	mk("v1beta1", nil, "elsewhere-"+s.ns)
+	var r *Report
+	poll.Eventually(t, "the aggregator to mark "+ours.Name+" unavailable", 60*time.Second, func() (bool, string) {
+		r = s.run(t, nil)
+		c := findCheck(t, r, CheckAPIService)
+		return c.Status == Fail, fmt.Sprintf("%s: %s", c.Status, c.Evidence)
+	})
+	expect(t, r, Degraded, CheckAPIService)
+	expectCheck(t, r, CheckAPIService, Fail, "APIService "+ours.Name+" is unavailable (Available=False ServiceNotFound: ", "Available: v1.subresources.kubevirt.io.")
+	if c := findCheck(t, r, CheckAPIService); strings.Contains(c.Evidence, "v1beta1."+group) || !strings.Contains(c.Hint, ours.Name) {
+		t.Errorf("evidence %q names someone else's APIService, or hint %q not ours", c.Evidence, c.Hint)
+	}
+}

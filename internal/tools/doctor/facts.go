@@ -88,8 +88,18 @@ type Facts struct {
 
 	NetworkPolicies []networkingv1.NetworkPolicy
 
-	// APIService is v1.subresources.kubevirt.io, nil when absent.
-	APIService *apiregistrationv1.APIService
+	// APIServices are KubeVirt's registered APIServices:
+	// v1.subresources.kubevirt.io, those labelled as virtop's or upstream's
+	// operator's, and those backed by a Service of the install namespace.
+	APIServices []apiregistrationv1.APIService
+
+	// Webhooks are what the admission webhooks of the configurations
+	// virtop (or upstream's virt-operator) manages call in the install
+	// namespace, one per (Service, port, caBundle), each with what doctor
+	// saw when it called one of the Service's pods.
+	Webhooks []*WebhookTarget
+	// URLWebhooks are such webhooks called by URL (not checked).
+	URLWebhooks []WebhookRef
 
 	// Resources are the API resources discovery lists.
 	Resources []Resource
@@ -179,6 +189,8 @@ const (
 	ReadConfigMaps      = "configmaps"
 	ReadNetworkPolicies = "networkpolicies.networking.k8s.io"
 	ReadAPIService      = "apiservices.apiregistration.k8s.io"
+	ReadValidatingHooks = "validatingwebhookconfigurations.admissionregistration.k8s.io"
+	ReadMutatingHooks   = "mutatingwebhookconfigurations.admissionregistration.k8s.io"
 	ReadDiscovery       = "API discovery"
 	ReadCRD             = "customresourcedefinitions.apiextensions.k8s.io"
 	ReadNodePods        = "pods (on control-plane nodes, all namespaces)"

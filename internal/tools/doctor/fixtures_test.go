@@ -139,12 +139,12 @@ func healthyFacts() *Facts {
 	f.Roles = []rbacv1.Role{monitoringRole(true)}
 	f.RoleBindings = []rbacv1.RoleBinding{monitoringRoleBinding(monNS, promSAName)}
 	f.Strategies = []StrategyFacts{{Name: "kubevirt-install-strategy-abcde", ID: "id-1", Version: "v1.5.3", Kinds: map[string]int{"ServiceMonitor": 1, "PrometheusRule": 1, "Deployment": 4}}}
-	f.APIService = &apiregistrationv1.APIService{
+	f.APIServices = []apiregistrationv1.APIService{{
 		ObjectMeta: metav1.ObjectMeta{Name: "v1.subresources.kubevirt.io"},
 		Status: apiregistrationv1.APIServiceStatus{Conditions: []apiregistrationv1.APIServiceCondition{
 			{Type: apiregistrationv1.Available, Status: apiregistrationv1.ConditionTrue},
 		}},
-	}
+	}}
 	f.Resources = []Resource{
 		{Group: "kubevirt.io", Version: "v1", Name: "virtualmachineinstances", SingularName: "virtualmachineinstance", Kind: "VirtualMachineInstance", ShortNames: []string{"vmi", "vmis"}},
 		{Group: "kubevirt.io", Version: "v1", Name: "virtualmachines", SingularName: "virtualmachine", Kind: "VirtualMachine", ShortNames: []string{"vm", "vms"}},

@@ -32,7 +32,9 @@ import (
 )
 
 // Gatherer reads the facts. It holds a client.Reader, so it cannot write:
-// every read is a get or a list.
+// every read is a get or a list. The one other request is the webhook
+// checks' port-forward (PodDialer), which opens a stream to a pod's port
+// for a TLS handshake and changes nothing.
 type Gatherer struct {
 	// Client reads objects; its scheme must know the core, apps,
 	// discovery, networking, rbac, apiregistration, monitoring.coreos.com
@@ -50,6 +52,14 @@ type Gatherer struct {
 	Prometheus PrometheusOptions
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// PodDialer opens connections to pods for the webhook checks; nil is
+	// a port-forward through the API server of Config.
+	PodDialer PodDialer
+	// WebhookTimeout bounds the port-forward and TLS handshake of one
+	// webhook target (default 5 s); WebhookBudget bounds them all
+	// (default 30 s).
+	WebhookTimeout time.Duration
+	WebhookBudget  time.Duration
 }
 
 // ErrUnreachable wraps a failure to reach the API server at all: doctor
@@ -160,6 +170,7 @@ func (g *Gatherer) Gather(ctx context.Context) (*Facts, error) {
 		f.KubeVirts = kvs.Items
 	}
 	g.gatherNodePods(ctx, f)
+	g.gatherWebhooks(ctx, f)
 	g.gatherGitOps(ctx, f)
 	g.gatherWorkloads(ctx, f)
 
@@ -201,13 +212,25 @@ func (g *Gatherer) Gather(ctx context.Context) (*Facts, error) {
 		f.ClusterRoleBindings = crbs.Items
 	}
 
-	var as apiregistrationv1.APIService
-	switch err := c.Get(ctx, client.ObjectKey{Name: apiServiceName}, &as); {
+	var ass apiregistrationv1.APIServiceList
+	switch err := c.List(ctx, &ass); {
 	case err == nil:
-		f.APIService = &as
-	case apierrors.IsNotFound(err) && !isNoResource(err):
+		for i := range ass.Items {
+			if f.isKubeVirtAPIService(&ass.Items[i]) {
+				f.APIServices = append(f.APIServices, ass.Items[i])
+			}
+		}
 	default:
-		f.Reads[ReadAPIService] = classify(err)
+		// Not allowed to list them all: the one every installation has
+		// may still be readable.
+		var as apiregistrationv1.APIService
+		switch gerr := c.Get(ctx, client.ObjectKey{Name: apiServiceName}, &as); {
+		case gerr == nil:
+			f.APIServices = append(f.APIServices, as)
+		case apierrors.IsNotFound(gerr) && !isNoResource(gerr):
+		default:
+			f.Reads[ReadAPIService] = classify(err)
+		}
 	}
 
 	if g.Discovery != nil {
