@@ -18,11 +18,16 @@ DEMO_DIST ?= dist/demo
 # The releases whose source is at hand (hack/tools/kubevirt.sh's default place).
 UPSTREAM_RELEASES = $(sort $(patsubst kubevirt-%.tar.gz,%,$(notdir $(wildcard $(or $(VIRTOP_UPSTREAM_SRC),../shared/upstream-src)/kubevirt-v*.tar.gz))))
 
+# The default release (internal/catalog) and the one before it.
+DEFAULT_RELEASE = $(shell sed -n 's/^const Default = "\(v[^"]*\)"$$/\1/p' internal/catalog/catalog.go)
+E2E_KUBEVIRT_RELEASES = $(shell printf '%s\n' $(UPSTREAM_RELEASES) | sort -V | grep -x -B1 '$(DEFAULT_RELEASE)')
+
 .PHONY: test-e2e
 test-e2e: tools kustomize ## end-to-end tests on the local cluster, one package at a time (TEST_RELEASES=default|all); a failing suite's logs in dist/e2e/kept
 	rm -rf $(E2E_DIR) && mkdir -p $(E2E_DIR)/kept
-	@# The real node's images: the default release's, or every release's with a source archive.
-	$(MAKE) --no-print-directory node-images-upstream $(if $(filter all,$(TEST_RELEASES)),KUBEVIRT_RELEASE="$(UPSTREAM_RELEASES)")
+	@# The real node's images: the default release's and the one before (the
+	@# upgrade to the default), or every release's with a source archive.
+	$(MAKE) --no-print-directory node-images-upstream KUBEVIRT_RELEASE="$(if $(filter all,$(TEST_RELEASES)),$(UPSTREAM_RELEASES),$(E2E_KUBEVIRT_RELEASES))"
 	@# Built once for every suite: virtop (as the suites build it) and the
 	@# release manifests the install and adopt suites apply.
 	$(GO) build -o $(E2E_DIR)/virtop ./cmd/virtop

@@ -13,9 +13,11 @@
 //	operator.log   the operator's output
 //	operator.pid   the operator's PID
 //	kwok/          kwokctl's work directory (KWOK_WORKDIR): binaries, pids, logs, etcd data
+//	node/          the real node's (internal/tools/realnode): containerd, kubelet, logs
 //
-// On such a cluster no pod serves anything: webhooks and APIServices have no
-// backend. See Note.
+// With a real node (the default of `virtop up`), KubeVirt's control plane
+// runs there as real containers (RealNodeNote); without one, no pod serves
+// anything: webhooks and APIServices have no backend (Note).
 package devcluster
 
 import (

@@ -108,10 +108,8 @@ func (c *Cluster) ensureRealNode(ctx context.Context, out io.Writer, release str
 	} else {
 		// A running node gets the release's images too (another release
 		// may be installed next).
-		for _, img := range imgs {
-			if err := n.ImportImage(ctx, tools, img, ""); err != nil {
-				return err
-			}
+		if err := c.LoadReleaseImages(ctx, release); err != nil {
+			return err
 		}
 		fmt.Fprintf(out, "• The real node %s runs; imported %s's %d images\n", n.Name, release, len(imgs))
 	}
@@ -130,6 +128,26 @@ func (c *Cluster) ensureRealNode(ctx context.Context, out io.Writer, release str
 		return fmt.Errorf("the real node %s is not Ready after 3m; the end of %s:\n%s", n.Name, n.Log("kubelet"), tail(n.Log("kubelet"), 20))
 	}
 	fmt.Fprintf(out, "• The real node %s is Ready (%s)\n", n.Name, since(t0))
+	return nil
+}
+
+// LoadReleaseImages imports release's images into the running real node,
+// as a registry would serve them to it (an upgrade's next release).
+func (c *Cluster) LoadReleaseImages(ctx context.Context, release string) error {
+	tools, err := realnode.FindTools()
+	if err != nil {
+		return err
+	}
+	imgs, err := NodeImages(release)
+	if err != nil {
+		return err
+	}
+	n := c.RealNode(imgs)
+	for _, img := range imgs {
+		if err := n.ImportImage(ctx, tools, img, ""); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -1,0 +1,129 @@
+package realnode
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
+	"github.com/virtop-dev/virtop/test/e2e/framework"
+)
+
+// TestUpgradeOnRealNode upgrades the release before the default one to
+// the default one with upstream's own components serving every webhook,
+// failing closed, while a client creates VMs (dry run) every 250 ms: every
+// create is recorded, none may be refused, and Available never leaves True
+// nor Degraded becomes True. Upstream supports one minor release forward at
+// a time, so that is the upgrade every user of the default release makes.
+func TestUpgradeOnRealNode(t *testing.T) {
+	env := framework.Require(t)
+	versions := catalog.Builtin().Versions()
+	i := slices.Index(versions, catalog.Default)
+	if i < 1 {
+		t.Fatalf("the catalog %v has no release before its default %s", versions, catalog.Default)
+	}
+	from, to := versions[i-1], catalog.Default
+	ctx := context.Background()
+	c := env.Client(t)
+	var out bytes.Buffer
+	if err := env.Cluster.Up(ctx, &out, devcluster.UpOptions{
+		ClusterOptions: devcluster.ClusterOptions{Nodes: env.Nodes, RealNode: true},
+		Version:        from,
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	// The next release's images are on the node before the upgrade, as a
+	// registry would serve them.
+	if err := env.Cluster.LoadReleaseImages(ctx, to); err != nil {
+		t.Fatal(err)
+	}
+	op := env.Operator(t, append(framework.HostOperatorArgs(t), "--leader-elect")...).Start()
+	framework.WaitKubeVirt(t, c, "Available at "+from, waitLong, framework.AvailableAt(from))
+	checkRealPods(t, env, c)
+
+	rec := env.RecordConditions(t)
+	defer rec.Stop()
+	load := startLoad(env)
+	start := time.Now()
+	kv := &kvv1.KubeVirt{}
+	if err := c.Get(ctx, framework.KubeVirtKey, kv); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(kv.DeepCopy())
+	kv.Spec.ImageTag = to
+	if err := c.Patch(ctx, kv, patch); err != nil {
+		t.Fatal(err)
+	}
+	framework.WaitKubeVirt(t, c, "Available at "+to, waitLong, framework.AvailableAt(to))
+	took := time.Since(start)
+	// A little more load after the rollout: the last replaced pods serve.
+	time.Sleep(10 * time.Second)
+	sent, refusals := load.stop()
+	t.Logf("MEASURE upgrade %s -> %s on the real node: Available at %s after %s; %d VM creates (dry run) during it, %d refused",
+		from, to, to, took.Round(100*time.Millisecond), sent, len(refusals))
+	if len(refusals) > 0 {
+		if len(refusals) > 10 {
+			refusals = append(refusals[:10], fmt.Sprintf("… and %d more", len(refusals)-10))
+		}
+		t.Errorf("%d of %d VM creates refused during the upgrade:\n%s", len(refusals), sent, strings.Join(refusals, "\n"))
+	}
+	rec.CheckServedThroughout(t, "the upgrade "+from+" -> "+to)
+	checkRealPods(t, env, c)
+	checkUninstall(t, env, c)
+	if t.Failed() {
+		t.Logf("operator log:\n%s", op.Log())
+	}
+}
+
+// load creates VMs (dry run) through the webhooks until stopped.
+type load struct {
+	done     chan struct{}
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	sent     int
+	refusals []string
+}
+
+func startLoad(env *framework.Env) *load {
+	l := &load{done: make(chan struct{})}
+	vms := env.Clients.Dynamic.Resource(vmGVR).Namespace("default")
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-l.done:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_, err := vms.Create(ctx, vm(fmt.Sprintf("upgrade-%d", i), "Halted", false), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			cancel()
+			l.mu.Lock()
+			l.sent++
+			if err != nil {
+				l.refusals = append(l.refusals, fmt.Sprintf("%s: %v", time.Now().Format(time.TimeOnly), err))
+			}
+			l.mu.Unlock()
+		}
+	}()
+	return l
+}
+
+func (l *load) stop() (int, []string) {
+	close(l.done)
+	l.wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sent, l.refusals
+}
