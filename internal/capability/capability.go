@@ -185,7 +185,8 @@ func (r *Reader) virtAPIServing(ctx context.Context, namespace string) (bool, ti
 	// news the backoff must not hide: the APIServices would stay withheld
 	// (and virtctl fail) for up to the interval after the install is
 	// Available. The probe runs at once and, failing (the pod's endpoint
-	// is published a moment after it is ready), backs off from 1 s.
+	// is published a moment after it is ready), again after 1, 2 and 4 s,
+	// then as usual from 15 s.
 	ready := p.ready
 	if !p.serving {
 		ready = r.virtAPIReady(ctx, namespace)
@@ -193,9 +194,6 @@ func (r *Reader) virtAPIServing(ctx context.Context, namespace string) (bool, ti
 	news := !p.serving && ready > p.ready
 	if now.Before(p.next) && !news {
 		return p.serving, p.next.Sub(now)
-	}
-	if news {
-		p.interval = time.Second / 2 // doubled below: 1 s
 	}
 	p.ready = ready
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -206,8 +204,15 @@ func (r *Reader) virtAPIServing(ctx context.Context, namespace string) (bool, ti
 	switch {
 	case p.serving:
 		p.interval = time.Minute
+	case news:
+		// Its endpoint may trail its readiness by a moment: soon again.
+		p.interval = time.Second
 	case p.interval == 0:
 		p.interval = 15 * time.Second
+	case p.interval < 4*time.Second:
+		p.interval *= 2 // 1 s, 2 s, 4 s after the news
+	case p.interval < 15*time.Second:
+		p.interval = 15 * time.Second // then the usual backoff
 	default:
 		p.interval = min(2*p.interval, 5*time.Minute)
 	}

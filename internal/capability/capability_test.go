@@ -514,10 +514,19 @@ func TestVirtAPIProbeWhenItBecomesReady(t *testing.T) {
 	if recheck != 2*time.Second {
 		t.Errorf("after the second failing probe: next in %s, want 2s", recheck)
 	}
+	// 4 s, then the usual backoff from 15 s.
+	for _, want := range []time.Duration{4 * time.Second, 15 * time.Second, 30 * time.Second} {
+		before := probes.Load()
+		clock.Step(recheck)
+		snapshot(before+1, "no news, at the next probe")
+		if recheck != want {
+			t.Errorf("after a failing probe: next in %s, want %s", recheck, want)
+		}
+	}
 	d.Status.ReadyReplicas = 2
 	if err := c.Status().Update(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	clock.Step(time.Second)
-	snapshot(4, "a second virt-api pod ready")
+	snapshot(7, "a second virt-api pod ready")
 }

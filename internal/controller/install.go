@@ -17,6 +17,7 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/apply"
+	"github.com/virtop-dev/virtop/internal/certs"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/faultpoint"
 	"github.com/virtop-dev/virtop/internal/ownership"
@@ -156,6 +157,20 @@ func (r *Reconciler) apply(ctx context.Context, s *scope) (bool, error) {
 	order := stage.Install
 	if s.updating() {
 		order = stage.Update
+	}
+	// Trust first: the CA bundles of the live webhook configurations and
+	// APIServices take the plan's before any certificate Secret is written.
+	// The staged apply writes the Secrets early and the webhook
+	// configurations only once the workloads are rolled out, and a leaf the
+	// new CA signed reaches virt-api (kubelet refreshes its volume) long
+	// before a rollout ends: until then, every request the webhooks match
+	// would be refused (found on the real node).
+	ren, err := certs.RenewalOf(s.plan.Objects)
+	if err != nil {
+		return false, err
+	}
+	if err := r.injectBundles(ctx, ren.Bundles); err != nil {
+		return false, err
 	}
 	out, err := r.Applier.ApplyStaged(ctx, s.plan.Objects, order)
 	if len(out.Changes) > 0 && r.Recorder != nil {

@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -148,7 +150,15 @@ func (r *Reconciler) renewCertificates(ctx context.Context, s *scope) error {
 			log.Info("Applied certificate object while the storage migration holds the release", "kind", o.GetObjectKind().GroupVersionKind().Kind, "name", o.GetName(), "result", string(res))
 		}
 	}
-	for _, b := range ren.Bundles {
+	return r.injectBundles(ctx, ren.Bundles)
+}
+
+// injectBundles sets each planned CA bundle on the live object of the
+// planned one's kind and name, if there is one and its bundle differs,
+// changing nothing else. It reads the cache (the kinds are watched): in
+// steady state it sends no request.
+func (r *Reconciler) injectBundles(ctx context.Context, bundles []certs.Trust) error {
+	for _, b := range bundles {
 		if err := r.injectLive(ctx, b); err != nil {
 			return err
 		}
@@ -157,14 +167,21 @@ func (r *Reconciler) renewCertificates(ctx context.Context, s *scope) error {
 }
 
 // injectLive sets the bundle on the live object of the planned one's kind
-// and name, if there is one, changing nothing else (optimistic lock).
+// and name, if there is one, changing nothing else (optimistic lock: a
+// stale cache makes the patch fail, and the next pass tries again).
 func (r *Reconciler) injectLive(ctx context.Context, b certs.Trust) error {
+	gvk := b.Object.GetObjectKind().GroupVersionKind()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(b.Object), u); err != nil {
+		return client.IgnoreNotFound(err)
+	}
 	live, ok := b.Object.DeepCopyObject().(client.Object)
 	if !ok {
 		return fmt.Errorf("%T is no client.Object", b.Object)
 	}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b.Object), live); err != nil {
-		return client.IgnoreNotFound(err)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, live); err != nil {
+		return fmt.Errorf("read %s %s: %w", gvk.Kind, b.Object.GetName(), err)
 	}
 	orig, _ := live.DeepCopyObject().(client.Object)
 	if !certs.InjectBundle(live, b.PEM) {
@@ -172,9 +189,9 @@ func (r *Reconciler) injectLive(ctx context.Context, b certs.Trust) error {
 	}
 	patch := client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
 	if err := r.Client.Patch(ctx, live, patch, client.FieldOwner(vocab.FieldManager)); err != nil {
-		return fmt.Errorf("set the CA bundle of %s %s: %w", b.Object.GetObjectKind().GroupVersionKind().Kind, b.Object.GetName(), err)
+		return fmt.Errorf("set the CA bundle of %s %s: %w", gvk.Kind, b.Object.GetName(), err)
 	}
-	ctrl.LoggerFrom(ctx).Info("Set the CA bundle while the storage migration holds the release", "kind", b.Object.GetObjectKind().GroupVersionKind().Kind, "name", b.Object.GetName())
+	ctrl.LoggerFrom(ctx).Info("Set the CA bundle ahead of the rest of the plan", "kind", gvk.Kind, "name", b.Object.GetName())
 	return nil
 }
 
