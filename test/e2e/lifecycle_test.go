@@ -148,7 +148,9 @@ func TestUpDownCommands(t *testing.T) {
 		t.Fatalf("virtop up: %v", err)
 	}
 	t.Logf("MEASURE virtop up %s", time.Since(start).Round(10*time.Millisecond))
-	for _, want := range []string{"failurePolicy: Ignore", "APIServices", c.Kubeconfig()} {
+	// The real node is up's default: no webhook patched, the APIServices
+	// served by virt-api.
+	for _, want := range []string{"The real node " + c.RealNodeName() + " is Ready", "keeps the failurePolicy its release renders", "APIServices", c.Kubeconfig()} {
 		if !strings.Contains(out, want) {
 			t.Errorf("virtop up output lacks %q", want)
 		}

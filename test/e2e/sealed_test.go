@@ -44,13 +44,23 @@ func TestClusterIsSealed(t *testing.T) {
 				t.Errorf("%s (pid %d) runs outside %s", comp, pid, ns.Path())
 			}
 		}
-		sealed, err := netns.Sealed()
+		// Its only routes lead to the real node's bridge (its pods, in
+		// namespaces of their own), none out: no default route.
+		v4, v6Default, err := netns.Routes()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !sealed {
-			t.Error("the cluster's namespace has an interface besides loopback")
+		_, bridge, _ := net.ParseCIDR(env.Cluster.NodePodCIDR())
+		for _, r := range v4 {
+			ones, _ := r.Mask.Size()
+			if ones == 0 || !bridge.Contains(r.IP) || ones < 24 {
+				t.Errorf("the cluster's namespace routes %s: only the bridge's %s may be reached", r, bridge)
+			}
 		}
+		if v6Default {
+			t.Error("the cluster's namespace has an IPv6 default route")
+		}
+		t.Logf("routes of the cluster's namespace: %v", v4)
 	})
 
 	// A fake pod (kwok gives it an IP from the cluster's pod range) behind

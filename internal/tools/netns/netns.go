@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -192,4 +193,42 @@ func run(name string, args ...string) error {
 // namespace.
 func ErrUnreachable(err error) bool {
 	return errors.Is(err, syscall.ENETUNREACH)
+}
+
+// Routes lists the destinations of the current network namespace's IPv4
+// routes (the main table, /proc/net/route) and whether it has an IPv6
+// default route. A namespace whose routes all lie within ranges of its
+// own, with no default route, sends nothing anywhere else: a dial to any
+// other address fails at once with "network is unreachable".
+func Routes() (v4 []*net.IPNet, v6Default bool, err error) {
+	raw, err := os.ReadFile("/proc/net/route")
+	if err != nil {
+		return nil, false, err
+	}
+	for _, line := range strings.Split(string(raw), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			continue
+		}
+		dst, err1 := strconv.ParseUint(f[1], 16, 32)
+		mask, err2 := strconv.ParseUint(f[7], 16, 32)
+		if err1 != nil || err2 != nil {
+			return nil, false, fmt.Errorf("/proc/net/route: cannot read %q", line)
+		}
+		// The kernel prints them in host (little-endian) byte order.
+		le := func(v uint64) net.IP { return net.IPv4(byte(v), byte(v>>8), byte(v>>16), byte(v>>24)).To4() }
+		v4 = append(v4, &net.IPNet{IP: le(dst), Mask: net.IPMask(le(mask))})
+	}
+	raw6, err := os.ReadFile("/proc/net/ipv6_route")
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, false, err
+	}
+	for _, line := range strings.Split(string(raw6), "\n") {
+		f := strings.Fields(line)
+		// Destination ::/0 through an interface other than loopback.
+		if len(f) >= 10 && f[0] == strings.Repeat("0", 32) && f[1] == "00" && f[9] != "lo" {
+			v6Default = true
+		}
+	}
+	return v4, v6Default, nil
 }

@@ -85,6 +85,10 @@ func TestSealedDialFailsAtOnce(t *testing.T) {
 	if !sealed {
 		t.Fatal("the test binary is not sealed: it has an interface besides loopback")
 	}
+	// Nor a route: loopback's are in the local table, not the main one.
+	if v4, v6Default, err := netns.Routes(); err != nil || len(v4) > 0 || v6Default {
+		t.Errorf("routes of a loopback-only namespace: %v, IPv6 default %v, %v; want none", v4, v6Default, err)
+	}
 	for _, addr := range []string{"10.96.0.1:443", "10.0.0.7:8443", "192.168.1.1:6443", "[fd00::1]:443"} {
 		start := time.Now()
 		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
