@@ -23,7 +23,7 @@ DEFAULT_RELEASE = $(shell sed -n 's/^const Default = "\(v[^"]*\)"$$/\1/p' intern
 E2E_KUBEVIRT_RELEASES = $(shell printf '%s\n' $(UPSTREAM_RELEASES) | sort -V | grep -x -B1 '$(DEFAULT_RELEASE)')
 
 .PHONY: test-e2e
-test-e2e: tools kustomize ## end-to-end tests on the local cluster, one package at a time (TEST_RELEASES=default|all); a failing suite's logs in dist/e2e/kept
+test-e2e: tools kustomize node-packages ## end-to-end tests on the local cluster, one package at a time (TEST_RELEASES=default|all); a failing suite's logs in dist/e2e/kept
 	rm -rf $(E2E_DIR) && mkdir -p $(E2E_DIR)/kept
 	@# The real node's images: the default release's and the one before (the
 	@# upgrade to the default), or every release's with a source archive.
@@ -35,7 +35,7 @@ test-e2e: tools kustomize ## end-to-end tests on the local cluster, one package 
 	$(call gotest,e2e,-count=1 -p 1 -timeout $(E2E_TIMEOUT) ./test/e2e/...,$(E2E_ENV))
 
 .PHONY: up
-up: build tools-demo node-images-upstream ## Start the local cluster with the operator (CLUSTER_NAME, NODES, PROMETHEUS=none|before|late)
+up: build tools-demo node-packages node-images-upstream ## Start the local cluster with the operator (CLUSTER_NAME, NODES, PROMETHEUS=none|before|late)
 	$(BIN) up --name $(CLUSTER_NAME) --nodes $(NODES) --prometheus $(PROMETHEUS)
 
 .PHONY: down
@@ -48,8 +48,8 @@ demo: ## Build only what the demo runs (virtop, the cluster's tools, the real no
 	@$(MAKE) --no-print-directory build
 	@echo "make demo: 2/5 the local cluster's tools (etcd, Kubernetes, kwok), missing ones only"
 	@hack/tools/build.sh demo
-	@echo "make demo: 3/5 the real node's images: pause and KubeVirt's components from upstream's source, missing ones only"
-	@$(MAKE) --no-print-directory node-images-upstream
+	@echo "make demo: 3/5 the real node: its Debian packages and images (pause and KubeVirt's components from upstream's source), missing ones only"
+	@$(MAKE) --no-print-directory node-packages node-images-upstream
 	@echo "make demo: 4/5 the release manifest and the operator's image, as a release ships them (make release-manifests into $(DEMO_DIST))"
 	@$(MAKE) --no-print-directory release-manifests VERSION=$(DEMO_VERSION) DIST=$(DEMO_DIST) PLATFORMS=linux/$$($(GO) env GOARCH)
 	@echo "make demo: 5/5 virtop up --prometheus late, the operator a pod on the real node"

@@ -41,3 +41,7 @@ node-images-operator: ## Write virtop's operator image for linux/NODE_ARCH as a 
 		-version $(VERSION) -revision '$(COMMIT)' -source $(SOURCE_URL) -repository $(IMAGE_REPOSITORY) \
 		-source-date-epoch $(SOURCE_DATE_EPOCH) -doc $(CURDIR)/LICENSE -doc $(CURDIR)/NOTICE \
 		-docker-archive $(abspath $(OPERATOR_IMAGE_ARCHIVE)) -tag $(OPERATOR_IMAGE_NAME)
+
+.PHONY: node-packages
+node-packages: ## Install the real node's Debian packages when missing (containerd, runc, iptables, the CNI plugins; root)
+	@hack/tools/node-packages.sh
