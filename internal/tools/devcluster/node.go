@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/tools/proc"
 	"github.com/virtop-dev/virtop/internal/tools/realnode"
 	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
 )
@@ -125,7 +126,7 @@ func (c *Cluster) ensureRealNode(ctx context.Context, out io.Writer, release str
 		return nodeReady(node), nil
 	})
 	if err != nil {
-		return fmt.Errorf("the real node %s is not Ready after 3m; the end of %s:\n%s", n.Name, n.Log("kubelet"), tail(n.Log("kubelet"), 20))
+		return fmt.Errorf("the real node %s is not Ready after 3m; the end of %s:\n%s", n.Name, n.Log("kubelet"), proc.Tail(n.Log("kubelet"), 20))
 	}
 	fmt.Fprintf(out, "• The real node %s is Ready (%s)\n", n.Name, since(t0))
 	return nil

@@ -158,7 +158,7 @@ func (c *Cluster) ensureForwarder(virtop string) error {
 	// the API server look unreachable.
 	select {
 	case err := <-exited:
-		return fmt.Errorf("the forwarder (%s %s) exited at once: %v\n%s", virtop, ForwardCommand, err, tail(c.ForwarderLog(), 10))
+		return fmt.Errorf("the forwarder (%s %s) exited at once: %v\n%s", virtop, ForwardCommand, err, proc.Tail(c.ForwarderLog(), 10))
 	case <-time.After(300 * time.Millisecond):
 	}
 	return nil

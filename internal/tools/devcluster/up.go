@@ -495,11 +495,11 @@ func (c *Cluster) watch(ctx context.Context, out io.Writer, cl *Clients, kv *uns
 		// A host operator that exits is fatal; a pod's is restarted by kubelet (op nil).
 		if op != nil {
 			if exited, code := op.Exited(); exited {
-				return fmt.Errorf("the operator exited with code %d; the end of %s:\n%s", code, c.OperatorLog(), tail(c.OperatorLog(), 20))
+				return fmt.Errorf("the operator exited with code %d; the end of %s:\n%s", code, c.OperatorLog(), proc.Tail(c.OperatorLog(), 20))
 			}
 			if op.exited == nil { // reused: we did not start it, check its PID
 				if _, ok := c.OperatorPID(); !ok {
-					return fmt.Errorf("the operator (pid %d) is gone; the end of %s:\n%s", op.PID, c.OperatorLog(), tail(c.OperatorLog(), 20))
+					return fmt.Errorf("the operator (pid %d) is gone; the end of %s:\n%s", op.PID, c.OperatorLog(), proc.Tail(c.OperatorLog(), 20))
 				}
 			}
 		}
@@ -677,17 +677,4 @@ func FindRepoRoot(virtop string) string {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
-}
-
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

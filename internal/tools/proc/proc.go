@@ -82,3 +82,17 @@ func Terminate(ctx context.Context, pid int, grace time.Duration) error {
 	}
 	return nil
 }
+
+// Tail returns the last n lines of a file (a process's log), or the error
+// reading it in parentheses.
+func Tail(path string, n int) string {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

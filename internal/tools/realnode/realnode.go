@@ -281,7 +281,7 @@ func (n *Node) Start(ctx context.Context, out io.Writer, t Tools) error {
 		if err := waitFor(ctx, 30*time.Second, func() bool {
 			return exec.CommandContext(ctx, t.Ctr, "--address", n.ContainerdSocket(), "version").Run() == nil
 		}); err != nil {
-			return fmt.Errorf("containerd did not answer on %s within 30s; the end of %s:\n%s", n.ContainerdSocket(), n.Log("containerd"), tail(n.Log("containerd"), 15))
+			return fmt.Errorf("containerd did not answer on %s within 30s; the end of %s:\n%s", n.ContainerdSocket(), n.Log("containerd"), proc.Tail(n.Log("containerd"), 15))
 		}
 	}
 	t0 := time.Now()
@@ -308,7 +308,7 @@ func (n *Node) Start(ctx context.Context, out io.Writer, t Tools) error {
 	time.Sleep(500 * time.Millisecond)
 	for _, p := range processes {
 		if _, ok := n.pid(p); !ok {
-			return fmt.Errorf("the real node's %s exited at once; the end of %s:\n%s", p, n.Log(p), tail(n.Log(p), 20))
+			return fmt.Errorf("the real node's %s exited at once; the end of %s:\n%s", p, n.Log(p), proc.Tail(n.Log(p), 20))
 		}
 	}
 	return nil
@@ -682,16 +682,4 @@ func waitFor(ctx context.Context, d time.Duration, ok func() bool) error {
 		}
 	}
 	return nil
-}
-
-func tail(path string, n int) string {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
