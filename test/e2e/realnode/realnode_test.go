@@ -71,7 +71,8 @@ func TestUpstreamControlPlaneOnRealNode(t *testing.T) {
 		t.Fatal("the virtop binary has no operator command")
 	}
 	c := env.Client(t)
-	var op *framework.Process
+	// One operator for every release, stopped when the whole test ends.
+	op := env.Operator(t, append(framework.HostOperatorArgs(t), "--leader-elect")...).Start()
 	for _, rel := range testreleases.Select(t, catalog.Builtin().Versions()) {
 		t.Run(rel, func(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(upstreamSrc(env), "kubevirt-"+rel+".tar.gz")); err != nil {
@@ -88,9 +89,6 @@ func TestUpstreamControlPlaneOnRealNode(t *testing.T) {
 			t.Logf("devcluster.Up:\n%s", out.String())
 			if err != nil {
 				t.Fatal(err)
-			}
-			if op == nil {
-				op = env.Operator(t, append(framework.HostOperatorArgs(t), "--leader-elect")...).Start()
 			}
 			framework.WaitKubeVirt(t, c, "Available at "+rel, waitLong, framework.AvailableAt(rel))
 			t.Logf("MEASURE install of %s on the real node to Available: %s", rel, time.Since(start).Round(100*time.Millisecond))
@@ -132,7 +130,7 @@ func TestUpstreamControlPlaneOnRealNode(t *testing.T) {
 	t.Run("nothing dialled an address outside the cluster's namespace", func(t *testing.T) {
 		checkNoDialOut(t, env)
 	})
-	if t.Failed() && op != nil {
+	if t.Failed() {
 		t.Logf("operator log:\n%s", op.Log())
 	}
 }
