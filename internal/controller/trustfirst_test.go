@@ -5,11 +5,9 @@ import (
 	"crypto/x509"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,29 +31,7 @@ func TestTrustReachesWebhooksBeforeRollout(t *testing.T) {
 	ns := env.Namespace(t)
 	c := env.Client
 	ctx := context.Background()
-	// FakeReadiness that can be held: pods stay unready while held.
-	var held atomic.Bool
-	rctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	go func() {
-		for rctx.Err() == nil {
-			if !held.Load() {
-				var ds appsv1.DeploymentList
-				if err := c.List(rctx, &ds, client.InNamespace(ns)); err == nil {
-					for i := range ds.Items {
-						_ = testenv.MarkDeploymentReady(rctx, c, client.ObjectKeyFromObject(&ds.Items[i]))
-					}
-				}
-				var dss appsv1.DaemonSetList
-				if err := c.List(rctx, &dss, client.InNamespace(ns)); err == nil {
-					for i := range dss.Items {
-						_ = testenv.MarkDaemonSetReady(rctx, c, client.ObjectKeyFromObject(&dss.Items[i]), 1)
-					}
-				}
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}()
+	hold := testenv.HoldableReadiness(t, c, ns)
 	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
 	kv := newKubeVirt(t, ns, nil)
 	if err := c.Create(ctx, kv); err != nil {
@@ -68,7 +44,7 @@ func TestTrustReachesWebhooksBeforeRollout(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	held.Store(true)
+	hold(true)
 	cur := &kvv1.KubeVirt{}
 	if err := c.Get(ctx, key, cur); err != nil {
 		t.Fatal(err)
@@ -108,7 +84,7 @@ func TestTrustReachesWebhooksBeforeRollout(t *testing.T) {
 		}
 		return true, ""
 	})
-	held.Store(false)
+	hold(false)
 	waitAvailable(t, c, key)
 }
 

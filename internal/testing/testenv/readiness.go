@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,10 +15,22 @@ import (
 // ready (MarkDeploymentReady, MarkDaemonSetReady with one node) those whose
 // status does not already say so, so a settled namespace sees no writes.
 func FakeReadiness(t testing.TB, c client.Client, ns string) {
+	HoldableReadiness(t, c, ns)
+}
+
+// HoldableReadiness is FakeReadiness whose marking can be held: while
+// hold(true) is in effect, no workload is marked ready (a rollout stays
+// unfinished); hold(false) lets it go on.
+func HoldableReadiness(t testing.TB, c client.Client, ns string) (hold func(bool)) {
+	var held atomic.Bool
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go func() {
 		for ctx.Err() == nil {
+			if held.Load() {
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
 			var ds appsv1.DeploymentList
 			if err := c.List(ctx, &ds, client.InNamespace(ns)); err == nil {
 				for i := range ds.Items {
@@ -38,6 +51,7 @@ func FakeReadiness(t testing.TB, c client.Client, ns string) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}()
+	return held.Store
 }
 
 func deploymentRolledOut(d *appsv1.Deployment) bool {
