@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/internal/tools/netns"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
@@ -91,6 +93,23 @@ func TestClusterIsSealed(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("fake pod IP %s, Service ClusterIP %s", podIP, svc.Spec.ClusterIP)
+	// The API server dials a webhook at its Service's endpoints
+	// (--enable-aggregator-routing): wait until the fake pod is one, or it
+	// answers "no endpoints available" without dialling anything.
+	poll.Eventually(t, "the fake pod an endpoint of its Service", framework.DefaultTimeout, func(ctx context.Context) (bool, error) {
+		l, err := env.Kube.DiscoveryV1().EndpointSlices(nsName).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=backend"})
+		if err != nil {
+			return false, err
+		}
+		for _, sl := range l.Items {
+			for _, ep := range sl.Endpoints {
+				if slices.Contains(ep.Addresses, podIP) && (ep.Conditions.Ready == nil || *ep.Conditions.Ready) {
+					return true, nil
+				}
+			}
+		}
+		return false, fmt.Errorf("%s is not a ready endpoint of Service backend yet", podIP)
+	})
 
 	t.Run("a dial to a fake pod or a Service fails at once", func(t *testing.T) {
 		for _, addr := range []string{net.JoinHostPort(podIP, "8443"), net.JoinHostPort(svc.Spec.ClusterIP, "443")} {
