@@ -252,22 +252,28 @@ func (p proxyCount) RoundTrip(req *http.Request) (*http.Response, error) {
 	return p.next.RoundTrip(req)
 }
 
-// TestVirtAPIProbeBacksOff: with no virt-api answering, the probe through
-// the service proxy says "not serving" and is repeated after 15 s, then 30
-// s, not on every snapshot; each snapshot says when the next probe is due.
-func TestVirtAPIProbeBacksOff(t *testing.T) {
-	env := testenv.Get(t)
-	c := env.Client
-	ctx := context.Background()
-	var probes atomic.Int32
+// probingReader is a Reader on env with a fake clock whose probes through
+// the service proxy are counted.
+func probingReader(t *testing.T, env *testenv.Env) (*capability.Reader, *clocktesting.FakeClock, *atomic.Int32) {
+	t.Helper()
+	probes := &atomic.Int32{}
 	cfg := rest.CopyConfig(env.Config)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return proxyCount{next: rt, n: &probes} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return proxyCount{next: rt, n: probes} })
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	clock := clocktesting.NewFakeClock(time.Now())
-	r := &capability.Reader{Cache: c, APIReader: c, Clientset: cs, Clock: clock}
+	return &capability.Reader{Cache: env.Client, APIReader: env.Client, Clientset: cs, Clock: clock}, clock, probes
+}
+
+// TestVirtAPIProbeBacksOff: with no virt-api answering, the probe through
+// the service proxy says "not serving" and is repeated after 15 s, then 30
+// s, not on every snapshot; each snapshot says when the next probe is due.
+func TestVirtAPIProbeBacksOff(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	r, clock, probes := probingReader(t, env)
 	dc := &config.DeploymentConfig{Namespace: env.Namespace(t)}
 	for _, step := range []struct {
 		advance time.Duration
@@ -456,15 +462,7 @@ func TestVirtAPIProbeWhenItBecomesReady(t *testing.T) {
 	env := testenv.Get(t)
 	c := env.Client
 	ctx := context.Background()
-	var probes atomic.Int32
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return proxyCount{next: rt, n: &probes} })
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := clocktesting.NewFakeClock(time.Now())
-	r := &capability.Reader{Cache: c, APIReader: c, Clientset: cs, Clock: clock}
+	r, clock, probes := probingReader(t, env)
 	ns := env.Namespace(t)
 	dc := &config.DeploymentConfig{Namespace: ns}
 	var recheck time.Duration

@@ -88,18 +88,14 @@ func NodeImages(release string) ([]string, error) {
 	return append([]string{pause}, imgs...), nil
 }
 
-// ensureRealNode starts the real node if it is not running and waits for
-// its Node to be Ready.
+// ensureRealNode starts the real node if it is not running, or gives the
+// running one release's images (another release may be installed next),
+// and waits for its Node to be Ready.
 func (c *Cluster) ensureRealNode(ctx context.Context, out io.Writer, release string) error {
-	tools, err := realnode.FindTools()
+	n, tools, err := c.releaseNode(release)
 	if err != nil {
 		return err
 	}
-	imgs, err := NodeImages(release)
-	if err != nil {
-		return err
-	}
-	n := c.RealNode(imgs)
 	t0 := time.Now()
 	if !n.Running() {
 		fmt.Fprintf(out, "• Starting the real node %s (containerd, kubelet, kube-proxy in network namespace %s; pods on %s)\n", n.Name, n.NS.Name, n.PodCIDR)
@@ -107,12 +103,10 @@ func (c *Cluster) ensureRealNode(ctx context.Context, out io.Writer, release str
 			return err
 		}
 	} else {
-		// A running node gets the release's images too (another release
-		// may be installed next).
-		if err := c.LoadReleaseImages(ctx, release); err != nil {
+		if err := n.ImportImages(ctx, tools); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "• The real node %s runs; imported %s's %d images\n", n.Name, release, len(imgs))
+		fmt.Fprintf(out, "• The real node %s runs; imported %s's %d images\n", n.Name, release, len(n.Images))
 	}
 	cl, err := c.Clients()
 	if err != nil {
@@ -135,21 +129,24 @@ func (c *Cluster) ensureRealNode(ctx context.Context, out io.Writer, release str
 // LoadReleaseImages imports release's images into the running real node,
 // as a registry would serve them to it (an upgrade's next release).
 func (c *Cluster) LoadReleaseImages(ctx context.Context, release string) error {
-	tools, err := realnode.FindTools()
+	n, tools, err := c.releaseNode(release)
 	if err != nil {
 		return err
+	}
+	return n.ImportImages(ctx, tools)
+}
+
+// releaseNode is the real node with release's images, and its tools.
+func (c *Cluster) releaseNode(release string) (*realnode.Node, realnode.Tools, error) {
+	tools, err := realnode.FindTools()
+	if err != nil {
+		return nil, tools, err
 	}
 	imgs, err := NodeImages(release)
 	if err != nil {
-		return err
+		return nil, tools, err
 	}
-	n := c.RealNode(imgs)
-	for _, img := range imgs {
-		if err := n.ImportImage(ctx, tools, img, ""); err != nil {
-			return err
-		}
-	}
-	return nil
+	return c.RealNode(imgs), tools, nil
 }
 
 // stopRealNode stops the real node and removes what it owns.

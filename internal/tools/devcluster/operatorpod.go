@@ -59,29 +59,21 @@ func readObjects(path string) ([]*unstructured.Unstructured, error) {
 	}
 }
 
-// manifestImage reads the image the manifest's operator Deployment runs.
-func manifestImage(path string) (string, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	for {
-		var d appsv1.Deployment
-		if err := dec.Decode(&d); err != nil {
-			if errors.Is(err, io.EOF) {
-				return "", fmt.Errorf("%s holds no Deployment %s", path, OperatorDeployment)
-			}
-			return "", fmt.Errorf("%s: %w", path, err)
-		}
-		if d.Kind != "Deployment" || d.Name != OperatorDeployment {
+// manifestImage is the image the manifest's operator Deployment runs.
+func manifestImage(path string, objs []*unstructured.Unstructured) (string, error) {
+	for _, obj := range objs {
+		if obj.GetKind() != "Deployment" || obj.GetName() != OperatorDeployment {
 			continue
 		}
-		for _, c := range d.Spec.Template.Spec.Containers {
-			return c.Image, nil
+		containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+		if len(containers) > 0 {
+			if img, _, _ := unstructured.NestedString(containers[0].(map[string]any), "image"); img != "" {
+				return img, nil
+			}
 		}
-		return "", fmt.Errorf("%s: Deployment %s has no container", path, OperatorDeployment)
+		return "", fmt.Errorf("%s: Deployment %s has no container image", path, OperatorDeployment)
 	}
+	return "", fmt.Errorf("%s holds no Deployment %s", path, OperatorDeployment)
 }
 
 // startOperatorPod imports the operator's image into the real node,
@@ -93,7 +85,11 @@ func (c *Cluster) startOperatorPod(ctx context.Context, out io.Writer, cl *Clien
 	if !c.HasRealNode() {
 		return fmt.Errorf("the operator runs as a pod only on the real node: start the cluster with --real-node")
 	}
-	ref, err := manifestImage(po.Manifest)
+	objs, err := readObjects(po.Manifest)
+	if err != nil {
+		return err
+	}
+	ref, err := manifestImage(po.Manifest, objs)
 	if err != nil {
 		return err
 	}
@@ -107,12 +103,7 @@ func (c *Cluster) startOperatorPod(ctx context.Context, out io.Writer, cl *Clien
 	}
 	// The manifest as it is, but for the Deployment's placement and trust,
 	// set before it is applied so that no pod of it ever lands on a fake node.
-	objs, err := readObjects(po.Manifest)
-	if err != nil {
-		return err
-	}
 	const trust = "--prometheus-namespaces=" + MonitoringNamespace + ",openshift-monitoring"
-	placed := false
 	for _, obj := range objs {
 		if obj.GetKind() == "Deployment" && obj.GetName() == OperatorDeployment {
 			sel, _, _ := unstructured.NestedStringMap(obj.Object, "spec", "template", "spec", "nodeSelector")
@@ -132,11 +123,7 @@ func (c *Cluster) startOperatorPod(ctx context.Context, out io.Writer, cl *Clien
 				}
 				_ = unstructured.SetNestedSlice(obj.Object, containers, "spec", "template", "spec", "containers")
 			}
-			placed = true
 		}
-	}
-	if !placed {
-		return fmt.Errorf("%s holds no Deployment %s", po.Manifest, OperatorDeployment)
 	}
 	for _, obj := range objs {
 		if err := apply(ctx, cl, obj, InstallNamespace); err != nil {

@@ -285,11 +285,8 @@ func (n *Node) Start(ctx context.Context, out io.Writer, t Tools) error {
 		}
 	}
 	t0 := time.Now()
-	for _, img := range n.Images {
-		cmd := exec.CommandContext(ctx, t.Ctr, "--address", n.ContainerdSocket(), "-n", "k8s.io", "images", "import", "--no-unpack", img)
-		if raw, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("importing %s into the node's containerd: %v: %s", img, err, raw)
-		}
+	if err := n.ImportImages(ctx, t); err != nil {
+		return err
 	}
 	if len(n.Images) > 0 {
 		fmt.Fprintf(out, "  imported %d images into the node's containerd in %s\n", len(n.Images), time.Since(t0).Round(100*time.Millisecond))
@@ -341,6 +338,16 @@ func (n *Node) ImportImage(ctx context.Context, t Tools, archive, ref string) er
 		_ = ctr("images", "rm", repo+"@"+digest)
 		if err := ctr("images", "tag", repo+":"+tag, repo+"@"+digest); err != nil {
 			return fmt.Errorf("naming %s by its digest (the archive %s must hold exactly that image): %w", ref, archive, err)
+		}
+	}
+	return nil
+}
+
+// ImportImages imports every archive of Images, each naming its own image.
+func (n *Node) ImportImages(ctx context.Context, t Tools) error {
+	for _, img := range n.Images {
+		if err := n.ImportImage(ctx, t, img, ""); err != nil {
+			return err
 		}
 	}
 	return nil
