@@ -15,7 +15,7 @@ import (
 
 // clusterCommands talk to a cluster; they and only they take kubectl's
 // connection flags. (up and down make their own cluster and kubeconfig.)
-var clusterCommands = []string{"doctor", "dump-install-strategy", "handback", "operator", "uninstall"}
+var clusterCommands = []string{"adopt", "doctor", "dump-install-strategy", "handback", "operator", "uninstall"}
 
 // configFlags are the flags of cli-runtime's ConfigFlags that users know
 // from kubectl, with their shorthands.

@@ -1,13 +1,8 @@
 package cli
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/tools/handback"
 )
 
@@ -41,23 +36,12 @@ connection error.`,
   kubectl apply -f https://github.com/kubevirt/kubevirt/releases/download/v1.5.3/kubevirt-operator.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := kube.RESTConfig()
+			c, _, err := kube.Client()
 			if err != nil {
 				return err
 			}
-			c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
-			if err != nil {
-				return &ExitError{Code: 2, Err: fmt.Errorf("connect to %s: %w", cfg.Host, err)}
-			}
 			_, err = handback.Run(contextOf(cmd), c, cmd.OutOrStdout(), handback.Options{Namespace: kube.Namespace(), DryRun: dryRun})
-			switch {
-			case err == nil:
-				return nil
-			case errors.Is(err, handback.ErrRefused):
-				return &ExitError{Code: 1, Err: err}
-			default:
-				return &ExitError{Code: 2, Err: err}
-			}
+			return clusterExit(err, handback.ErrRefused)
 		},
 	}
 	kube = addClusterFlags(cmd)

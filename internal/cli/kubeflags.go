@@ -1,14 +1,17 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/scheme"
 )
 
 // clusterFlags are kubectl's connection flags (k8s.io/cli-runtime's
@@ -93,4 +96,38 @@ func (f *clusterFlags) ExplicitContext() string {
 		return ""
 	}
 	return *f.ConfigFlags.Context
+}
+
+// Client is a client for the flags' cluster (a connection error is a
+// usage or connection error: exit 2).
+func (f *clusterFlags) Client() (client.Client, *rest.Config, error) {
+	cfg, err := f.RESTConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return nil, nil, &ExitError{Code: 2, Err: fmt.Errorf("connect to %s: %w", cfg.Host, err)}
+	}
+	return c, cfg, nil
+}
+
+// clusterExit maps the error of a command that acts on a cluster to its
+// exit status, one mapping for them all: nil is 0; an error that is one
+// of refused (the command refused, or would not go ahead, and changed
+// nothing) is 1; anything else, a usage or connection error, is 2.
+func clusterExit(err error, refused ...error) error {
+	if err == nil {
+		return nil
+	}
+	var exit *ExitError
+	if errors.As(err, &exit) {
+		return err
+	}
+	for _, r := range refused {
+		if errors.Is(err, r) {
+			return &ExitError{Code: 1, Err: err}
+		}
+	}
+	return &ExitError{Code: 2, Err: err}
 }

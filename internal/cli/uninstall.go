@@ -1,14 +1,10 @@
 package cli
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/tools/uninstall"
 )
 
@@ -40,23 +36,12 @@ Exit status: 0 gone (or there was none), 1 refused or not gone within
   virtop uninstall --context prod-east`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := kube.RESTConfig()
+			c, _, err := kube.Client()
 			if err != nil {
 				return err
 			}
-			c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
-			if err != nil {
-				return &ExitError{Code: 2, Err: fmt.Errorf("connect to %s: %w", cfg.Host, err)}
-			}
 			err = uninstall.Run(contextOf(cmd), c, cmd.OutOrStdout(), uninstall.Options{Namespace: kube.Namespace(), Timeout: timeout})
-			switch {
-			case err == nil:
-				return nil
-			case errors.Is(err, uninstall.ErrRefused), errors.Is(err, uninstall.ErrTimeout):
-				return &ExitError{Code: 1, Err: err}
-			default:
-				return &ExitError{Code: 2, Err: err}
-			}
+			return clusterExit(err, uninstall.ErrRefused, uninstall.ErrTimeout)
 		},
 	}
 	kube = addClusterFlags(cmd)

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,8 +15,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/adopt"
+	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/strategy/store"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -150,4 +155,73 @@ func (r *Reconciler) takeOver(ctx context.Context, s *scope) (bool, error) {
 	}
 	ctrl.LoggerFrom(ctx).Info("Took over the installation of upstream's operator", "version", s.adoption.record.Version, "objects", moved)
 	return true, nil
+}
+
+// AdoptionPreview is what a pass would decide about an installation made
+// by upstream's operator, and the plan it would apply (PreviewAdoption).
+type AdoptionPreview struct {
+	// Config is the deployment config virtop would install; nil when
+	// Invalid.
+	Config *config.DeploymentConfig
+	// Invalid says why the resource is refused before any adoption is
+	// considered (a bad field, an upgrade path virtop refuses).
+	Invalid error
+	// Upstream: the installation is upstream's operator's and not yet
+	// taken over, so the adopt step decides. False for a resource with
+	// nothing deployed, one whose deployment is virtop's, one already
+	// taken over, or one whose workloads are not labelled as upstream's.
+	Upstream bool
+	// Adopted: the resource already carries virtop's adoption record.
+	Adopted bool
+	// Refusal is the adopt step's refusal; nil when it would take over.
+	Refusal *adopt.Refusal
+	// Record is upstream's deployment as it would be recorded.
+	Record adopt.Record
+	// Plan is what the pass would apply once the adoption goes ahead;
+	// nil when Invalid.
+	Plan *plan.Plan
+}
+
+// PreviewAdoption runs, over a copy of the resource, the steps of a pass
+// that decide an adoption and plan it (configure, adopt, plan) and stops
+// before the first that writes (takeover): the same code and the same
+// reads, nothing written. A refusal does not stop the preview: the plan is
+// built anyway, to show what the adoption would do once the refusal is
+// resolved. The strategy is rendered in process (the catalog's), not
+// resolved through the strategy store, which keeps a ConfigMap; a version
+// outside the catalog is an error. Recorder should be nil, and Client
+// may refuse writes.
+func (r *Reconciler) PreviewAdoption(ctx context.Context, kv *kvv1.KubeVirt) (AdoptionPreview, error) {
+	var out AdoptionPreview
+	s := &scope{kv: kv.DeepCopy(), orig: kv.DeepCopy()}
+	if ok, err := r.configure(ctx, s); err != nil || !ok {
+		out.Invalid = s.invalid
+		return out, err
+	}
+	out.Config = s.cfg
+	_, adopted, err := adopt.Adopted(kv)
+	if err != nil {
+		return out, err
+	}
+	out.Adopted = adopted
+	if _, err := r.checkAdoption(ctx, s); err != nil {
+		return out, err
+	}
+	out.Upstream = s.adoption.take || s.adoption.refused != nil
+	out.Refusal = s.adoption.refused
+	out.Record = adopt.RecordOf(kv)
+	if _, ok := r.Catalog.Lookup(s.cfg.Version); !ok {
+		return out, fmt.Errorf("version %s is rendered by the strategy Job, which a preview does not run (it renders %s)", s.cfg.Version, strings.Join(r.Catalog.Versions(), ", "))
+	}
+	st, err := strategy.Generate(s.cfg)
+	if err != nil {
+		out.Invalid = err
+		return out, nil
+	}
+	s.strategy = store.Resolution{Strategy: st}
+	if _, err := r.plan(ctx, s); err != nil {
+		return out, err
+	}
+	out.Plan = s.plan
+	return out, nil
 }

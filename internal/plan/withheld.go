@@ -44,13 +44,14 @@ func (p *Plan) Withheld() string {
 		if total > 1 {
 			verb = "wait"
 		}
-		parts = append(parts, fmt.Sprintf("%s %s for %s", strings.Join(kinds, ", "), verb, describeGate(g.gate)))
+		parts = append(parts, fmt.Sprintf("%s %s for %s", strings.Join(kinds, ", "), verb, DescribeGate(g.gate)))
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, "; ")
 }
 
-func describeGate(g stage.Gate) string {
+// DescribeGate says in words what a gate waits for.
+func DescribeGate(g stage.Gate) string {
 	if gv, res, ok := g.IsAPI(); ok {
 		return "the API " + gv + " " + res
 	}
