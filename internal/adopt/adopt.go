@@ -75,6 +75,36 @@ func RunningOperators(deps []appsv1.Deployment, pods []corev1.Pod) []string {
 	return out
 }
 
+// virtopImage reports whether an image is virtop's
+// (<registry>/virtop[:tag|@digest]).
+func virtopImage(image string) bool {
+	if i := strings.LastIndex(image, "/"); i >= 0 {
+		image = image[i+1:]
+	}
+	return image == "virtop" || strings.HasPrefix(image, "virtop:") || strings.HasPrefix(image, "virtop@")
+}
+
+// VirtopOperators names the Deployments that run virtop's image and want
+// or have replicas: virtop's operator, which would take every object back
+// from a hand back, and which must not run beside upstream's.
+func VirtopOperators(deps []appsv1.Deployment) []string {
+	var out []string
+	for _, d := range deps {
+		want := d.Spec.Replicas == nil || *d.Spec.Replicas > 0
+		if !want && d.Status.Replicas == 0 {
+			continue
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			if virtopImage(c.Image) {
+				out = append(out, "Deployment "+d.Namespace+"/"+d.Name)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Refusal says why an upstream installation is not taken over; nothing is
 // changed while it holds.
 type Refusal struct {

@@ -19,39 +19,43 @@ import (
 
 // Check names, stable for scripts.
 const (
-	CheckVirtAPI         = "controlplane/virt-api"
-	CheckVirtController  = "controlplane/virt-controller"
-	CheckVirtHandler     = "controlplane/virt-handler"
-	CheckVirtOperator    = "controlplane/virt-operator"
-	CheckNodes           = "controlplane/nodes"
-	CheckKubeVirt        = "kubevirt/resource"
-	CheckEvents          = "kubevirt/warning-events"
-	CheckWorkloads       = "workloads"
-	CheckPrometheus      = "monitoring/prometheus"
-	CheckMetricsService  = "monitoring/service"
-	CheckEndpointSlices  = "monitoring/endpointslices"
-	CheckServiceMonitor  = "monitoring/servicemonitor"
-	CheckSMSelection     = "monitoring/servicemonitor-selection"
-	CheckMonitoringRBAC  = "monitoring/rbac"
-	CheckNetworkPolicy   = "monitoring/networkpolicy"
-	CheckPrometheusRule  = "monitoring/prometheusrule"
-	CheckStrategy        = "monitoring/strategy"
-	CheckPromTarget      = "prometheus/target"
-	CheckPromMetrics     = "prometheus/metrics"
-	CheckPromRules       = "prometheus/rules"
-	CheckPromAlerts      = "prometheus/alerts"
-	CheckStrategyJob     = "install/strategy-job"
-	CheckAPIService      = "install/apiservice"
-	CheckWebhookTLS      = "install/webhook-tls"
-	CheckShortNames      = "names/short"
-	CheckNodePressure    = "controlplane/node-pressure"
-	CheckGitOps          = "gitops/owner"
-	CheckUpgrade         = "install/upgrade"
-	kubeVirtCRD          = "kubevirts.kubevirt.io"
-	metricsPortName      = "metrics"
-	metricsPortNumber    = 8443
-	apiServiceName       = "v1.subresources.kubevirt.io"
-	recentWarningsWindow = time.Hour
+	CheckVirtAPI          = "controlplane/virt-api"
+	CheckVirtController   = "controlplane/virt-controller"
+	CheckVirtHandler      = "controlplane/virt-handler"
+	CheckVirtOperator     = "controlplane/virt-operator"
+	CheckNodes            = "controlplane/nodes"
+	CheckKubeVirt         = "kubevirt/resource"
+	CheckEvents           = "kubevirt/warning-events"
+	CheckWorkloads        = "workloads"
+	CheckPrometheus       = "monitoring/prometheus"
+	CheckMetricsService   = "monitoring/service"
+	CheckEndpointSlices   = "monitoring/endpointslices"
+	CheckServiceMonitor   = "monitoring/servicemonitor"
+	CheckSMSelection      = "monitoring/servicemonitor-selection"
+	CheckMonitoringRBAC   = "monitoring/rbac"
+	CheckNetworkPolicy    = "monitoring/networkpolicy"
+	CheckPrometheusRule   = "monitoring/prometheusrule"
+	CheckStrategy         = "monitoring/strategy"
+	CheckPromTarget       = "prometheus/target"
+	CheckPromMetrics      = "prometheus/metrics"
+	CheckPromRules        = "prometheus/rules"
+	CheckPromAlerts       = "prometheus/alerts"
+	CheckStrategyJob      = "install/strategy-job"
+	CheckAPIService       = "install/apiservice"
+	CheckWebhookTLS       = "install/webhook-tls"
+	CheckShortNames       = "names/short"
+	CheckNodePressure     = "controlplane/node-pressure"
+	CheckGitOps           = "gitops/owner"
+	CheckUpgrade          = "install/upgrade"
+	CheckUpstreamOwner    = "adoption/upstream-owner"
+	CheckAdoptionRefused  = "adoption/refused"
+	CheckAdoptionProgress = "adoption/in-progress"
+	CheckHandback         = "adoption/handback"
+	kubeVirtCRD           = "kubevirts.kubevirt.io"
+	metricsPortName       = "metrics"
+	metricsPortNumber     = 8443
+	apiServiceName        = "v1.subresources.kubevirt.io"
+	recentWarningsWindow  = time.Hour
 )
 
 // CheckNames lists every check doctor has, in its order; docs/doctor.md
@@ -59,7 +63,9 @@ const (
 func CheckNames() []string {
 	return []string{
 		CheckVirtAPI, CheckVirtController, CheckVirtHandler, CheckVirtOperator, CheckNodes, CheckNodePressure,
-		CheckKubeVirt, CheckGitOps, CheckUpgrade, CheckEvents, CheckWorkloads, CheckStrategyJob, CheckAPIService, CheckWebhookTLS,
+		CheckKubeVirt, CheckGitOps, CheckUpgrade,
+		CheckUpstreamOwner, CheckAdoptionRefused, CheckAdoptionProgress, CheckHandback,
+		CheckEvents, CheckWorkloads, CheckStrategyJob, CheckAPIService, CheckWebhookTLS,
 		CheckPrometheus, CheckMetricsService, CheckEndpointSlices, CheckServiceMonitor, CheckSMSelection,
 		CheckMonitoringRBAC, CheckNetworkPolicy, CheckPrometheusRule, CheckStrategy,
 		CheckPromTarget, CheckPromMetrics, CheckPromRules, CheckPromAlerts, CheckShortNames,
@@ -81,6 +87,10 @@ func Checks(f *Facts) []Check {
 		checkKubeVirt(f),
 		checkGitOps(f),
 		checkUpgrade(f),
+		checkUpstreamOwner(f),
+		checkAdoptionRefused(f),
+		checkAdoptionProgress(f),
+		checkHandback(f),
 		checkEvents(f),
 		checkWorkloads(f),
 		checkStrategyJob(f),

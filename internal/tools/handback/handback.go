@@ -174,20 +174,8 @@ func operatorRunning(ctx context.Context, c client.Client, ns string, now time.T
 	if err := c.List(ctx, &deps, client.InNamespace(ns)); err != nil {
 		return "", fmt.Errorf("list Deployments: %w", err)
 	}
-	for _, d := range deps.Items {
-		want := d.Spec.Replicas == nil || *d.Spec.Replicas > 0
-		if !want && d.Status.Replicas == 0 {
-			continue
-		}
-		for _, ctr := range d.Spec.Template.Spec.Containers {
-			img := ctr.Image
-			if i := strings.LastIndex(img, "/"); i >= 0 {
-				img = img[i+1:]
-			}
-			if img == "virtop" || strings.HasPrefix(img, "virtop:") || strings.HasPrefix(img, "virtop@") {
-				return "Deployment " + ns + "/" + d.Name, nil
-			}
-		}
+	if running := adopt.VirtopOperators(deps.Items); len(running) > 0 {
+		return running[0], nil
 	}
 	return "", nil
 }
