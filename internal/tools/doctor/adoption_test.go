@@ -263,4 +263,3 @@ func TestHandbackHalfDone(t *testing.T) {
 		t.Errorf("virtop's operator running: %s %s", c.Status, c.Evidence)
 	}
 }
-
