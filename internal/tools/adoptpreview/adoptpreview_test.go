@@ -5,17 +5,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -23,8 +28,11 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/operator"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/testing/operatortest"
+	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
 	"github.com/virtop-dev/virtop/internal/tools/adoptpreview"
 	"github.com/virtop-dev/virtop/internal/vocab"
@@ -169,7 +177,9 @@ func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { ret
 // and its remedy), accepted once it is scaled to zero; both times the
 // objects it would take over and leave, and the workloads that would roll
 // with their fields. It writes nothing: every request it makes is a GET,
-// and no object's resourceVersion moves.
+// and no object's resourceVersion moves. Then virtop's operator really
+// adopts, and each workload's pod template changes in exactly the fields
+// the dry run named.
 func TestAdoptDryRun(t *testing.T) {
 	const version = "v1.5.3"
 	env := testenv.Get(t)
@@ -196,7 +206,7 @@ func TestAdoptDryRun(t *testing.T) {
 			if err := c.Get(ctx, client.ObjectKeyFromObject(o), live); err != nil {
 				t.Fatal(err)
 			}
-			out[strategy.KeyOf(o).String()] = live.GetResourceVersion()
+			out[fmt.Sprintf("%T %s", o, client.ObjectKeyFromObject(o))] = live.GetResourceVersion()
 		}
 		return out
 	}
@@ -223,7 +233,7 @@ func TestAdoptDryRun(t *testing.T) {
 			t.Errorf("the dry run sent %d requests that are not reads: %v", len(count.writes), count.writes)
 		}
 		t.Logf("requests by method: %v (over %d objects)", count.byVerb, len(before))
-		count.byVerb = map[string]int{}
+		count.byVerb, count.writes = map[string]int{}, nil
 		return rep
 	}
 	check := func(rep adoptpreview.Report) {
@@ -303,5 +313,63 @@ func TestAdoptDryRun(t *testing.T) {
 	check(accepted)
 	if accepted.Reason != adoptpreview.Accepted {
 		t.Errorf("accepted with reason %s", accepted.Reason)
+	}
+
+	// What the operator really does: its first apply of each workload
+	// changes exactly the pod-template fields the preview named.
+	type workload struct {
+		obj    *unstructured.Unstructured
+		before interface{}
+	}
+	var workloads []workload
+	for _, o := range objs {
+		u := &unstructured.Unstructured{}
+		switch o.(type) {
+		case *appsv1.Deployment:
+			u.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
+		case *appsv1.DaemonSet:
+			u.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("DaemonSet"))
+		default:
+			continue
+		}
+		if o.GetName() == vocab.VirtOperator {
+			continue
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(o), u); err != nil {
+			t.Fatal(err)
+		}
+		before, _, _ := unstructured.NestedFieldCopy(u.Object, "spec", "template")
+		workloads = append(workloads, workload{obj: u, before: before})
+	}
+	testenv.FakeReadiness(t, c, ns)
+	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
+	predicted := map[string][]string{}
+	for _, r := range accepted.Rolls {
+		for _, ch := range r.Changes {
+			predicted[r.Name] = append(predicted[r.Name], ch.String())
+		}
+	}
+	for _, w := range workloads {
+		var after interface{}
+		poll.Eventually(t, w.obj.GetName()+" applied by virtop", 3*time.Minute, func() (bool, string) {
+			u := w.obj.DeepCopy()
+			if err := c.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+				return false, err.Error()
+			}
+			after, _, _ = unstructured.NestedFieldCopy(u.Object, "spec", "template")
+			return u.GetLabels()[vocab.ManagedByLabel] == vocab.ManagedByValue, fmt.Sprint(u.GetLabels())
+		})
+		var got []string
+		for _, ch := range adoptpreview.TemplateDiff(w.before, after) {
+			got = append(got, ch.String())
+		}
+		sort.Strings(got)
+		want := predicted[w.obj.GetName()]
+		sort.Strings(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: the operator changed\n  %s\nthe dry run said\n  %s", w.obj.GetName(), strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+		} else {
+			t.Logf("%s: the operator changed the %d fields the dry run named", w.obj.GetName(), len(got))
+		}
 	}
 }
