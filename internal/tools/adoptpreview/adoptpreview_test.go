@@ -210,10 +210,10 @@ func TestAdoptDryRun(t *testing.T) {
 		}
 		return out
 	}
-	preview := func(want string) adoptpreview.Report {
+	previewWith := func(want string, settings config.Settings) adoptpreview.Report {
 		t.Helper()
 		before := versions()
-		rep, err := adoptpreview.Run(ctx, rc, cs, adoptpreview.Options{Namespace: ns})
+		rep, err := adoptpreview.Run(ctx, rc, cs, adoptpreview.Options{Namespace: ns, Settings: settings})
 		if want == adoptpreview.Accepted && err != nil || want != adoptpreview.Accepted && !errors.Is(err, adoptpreview.ErrRefused) {
 			t.Fatalf("preview: %v, want %s", err, want)
 		}
@@ -236,6 +236,7 @@ func TestAdoptDryRun(t *testing.T) {
 		count.byVerb, count.writes = map[string]int{}, nil
 		return rep
 	}
+	preview := func(want string) adoptpreview.Report { t.Helper(); return previewWith(want, config.Settings{}) }
 	check := func(rep adoptpreview.Report) {
 		t.Helper()
 		has := func(l []adoptpreview.Object, kind, name string) bool {
@@ -309,6 +310,33 @@ func TestAdoptDryRun(t *testing.T) {
 	if err := c.Update(ctx, op); err != nil {
 		t.Fatal(err)
 	}
+	// spec.imageTag unset: virtop would install its default release, an
+	// upgrade nobody asked for. (With the release manifest's default,
+	// v1.9.0, the configure step refuses first: one minor version at a
+	// time; an operator whose --default-version is v1.6.6 gets as far as
+	// the adopt step.)
+	kv := &kvv1.KubeVirt{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kubevirt"}, kv); err != nil {
+		t.Fatal(err)
+	}
+	setTag := func(tag string) {
+		t.Helper()
+		patch := client.MergeFrom(kv.DeepCopy())
+		kv.Spec.ImageTag = tag
+		if err := c.Patch(ctx, kv, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setTag("")
+	if inv := preview(adoptpreview.Invalid); !strings.Contains(inv.Message, "one minor version at a time") {
+		t.Errorf("with spec.imageTag unset and the default v1.9.0: %s", inv.Message)
+	}
+	upgrade := previewWith(adoptpreview.Refused, config.Settings{DefaultVersion: "v1.6.6"})
+	if upgrade.Reason != kvv1.ReasonAdoptionWouldUpgrade || !strings.Contains(upgrade.Message, "set spec.imageTag to "+version) {
+		t.Errorf("refusal %s: %s", upgrade.Reason, upgrade.Message)
+	}
+	setTag(version)
+
 	accepted := preview(adoptpreview.Accepted)
 	check(accepted)
 	if accepted.Reason != adoptpreview.Accepted {
