@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/virtop-dev/virtop/internal/tools/adoptpreview"
 )
@@ -51,7 +52,16 @@ usage or connection error.`,
 			if !dryRun {
 				return &ExitError{Code: 2, Err: errors.New("virtop's operator adopts by itself (docs/migrate.md); this command only previews it: pass --dry-run")}
 			}
-			c, cfg, err := kube.Client()
+			cfg, err := kube.RESTConfig()
+			if err != nil {
+				return err
+			}
+			// A preview reads a few hundred objects, one by one as the
+			// operator's steps do: doctor's rate.
+			cfg = rest.CopyConfig(cfg)
+			cfg.UserAgent = "virtop-adopt-dry-run"
+			cfg.QPS, cfg.Burst = 20, 40
+			c, err := clientFor(cfg)
 			if err != nil {
 				return err
 			}

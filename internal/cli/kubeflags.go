@@ -105,11 +105,17 @@ func (f *clusterFlags) Client() (client.Client, *rest.Config, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	c, err := clientFor(cfg)
+	return c, cfg, err
+}
+
+// clientFor is a client for cfg (a connection error is exit 2).
+func clientFor(cfg *rest.Config) (client.Client, error) {
 	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
-		return nil, nil, &ExitError{Code: 2, Err: fmt.Errorf("connect to %s: %w", cfg.Host, err)}
+		return nil, &ExitError{Code: 2, Err: fmt.Errorf("connect to %s: %w", cfg.Host, err)}
 	}
-	return c, cfg, nil
+	return c, nil
 }
 
 // clusterExit maps the error of a command that acts on a cluster to its

@@ -213,7 +213,9 @@ func TestAdoptDryRun(t *testing.T) {
 	previewWith := func(want string, settings config.Settings) adoptpreview.Report {
 		t.Helper()
 		before := versions()
+		start := time.Now()
 		rep, err := adoptpreview.Run(ctx, rc, cs, adoptpreview.Options{Namespace: ns, Settings: settings})
+		took := time.Since(start)
 		if want == adoptpreview.Accepted && err != nil || want != adoptpreview.Accepted && !errors.Is(err, adoptpreview.ErrRefused) {
 			t.Fatalf("preview: %v, want %s", err, want)
 		}
@@ -232,7 +234,7 @@ func TestAdoptDryRun(t *testing.T) {
 		if len(count.writes) > 0 {
 			t.Errorf("the dry run sent %d requests that are not reads: %v", len(count.writes), count.writes)
 		}
-		t.Logf("requests by method: %v (over %d objects)", count.byVerb, len(before))
+		t.Logf("requests by method: %v (over %d objects), %s", count.byVerb, len(before), took.Round(time.Millisecond))
 		count.byVerb, count.writes = map[string]int{}, nil
 		return rep
 	}
