@@ -35,6 +35,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
@@ -114,7 +115,20 @@ func generate() ([]file, error) {
 		}
 	}
 	slices.Sort(sccNames)
-	ownCluster := toCommented(append(slices.Clone(ownClusterRules), sccRules(sccNames)...))
+	kinds, err := ownership.Get()
+	if err != nil {
+		return nil, err
+	}
+	var placedConfigMaps []string
+	for _, e := range kinds.Elsewhere {
+		if e.GVK.Group == "" && e.GVK.Kind == "ConfigMap" {
+			placedConfigMaps = append(placedConfigMaps, e.PlacedNames...)
+			if len(e.Namespaces) > 0 {
+				return nil, fmt.Errorf("ConfigMaps rendered in fixed namespaces %v besides the install namespace: the ClusterRole names only the placed ones", e.Namespaces)
+			}
+		}
+	}
+	ownCluster := toCommented(append(append(slices.Clone(ownClusterRules), sccRules(sccNames)...), configMapRules(placedConfigMaps)...))
 	groups := slices.Sorted(maps.Keys(crdList))
 	for _, g := range groups {
 		ownCluster = append(ownCluster, commented{

@@ -31,12 +31,6 @@ var ownClusterRules = []ownRule{
 		rule("virtop.dev", []string{"kubevirtmonitorings"}, "get", "list", "watch")},
 	{"The KubeVirtMonitoring resource's status (its Accepted and Applied conditions).",
 		rule("virtop.dev", []string{"kubevirtmonitorings/status"}, "patch")},
-	{"Core kinds of the install strategy, applied, pruned and uninstalled (ConfigMaps also hold CA bundles and install strategies, and the Grafana dashboard goes beside the Grafana found). Secrets are in the install namespace only (the Role).",
-		rule("", []string{"configmaps", "serviceaccounts", "services"}, manageVerbs...)},
-	{"Workloads of the install strategy.",
-		rule("apps", []string{"daemonsets", "deployments"}, manageVerbs...)},
-	{"virt-api's PodDisruptionBudget, sized by the plan.",
-		rule("policy", []string{"poddisruptionbudgets"}, manageVerbs...)},
 	{"RBAC of the install strategy. Creating roles also needs every permission they grant: see the generated rules below (no escalate or bind verb).",
 		rule("rbac.authorization.k8s.io", []string{"clusterrolebindings", "clusterroles", "rolebindings", "roles"}, manageVerbs...)},
 	{"KubeVirt's CRDs: applied and, on uninstall, deleted once empty; metadata watched cluster-wide for the capability gates, gated CRDs read in full.",
@@ -61,8 +55,6 @@ var ownClusterRules = []ownRule{
 		rule("", []string{"namespaces", "serviceaccounts"}, "get")},
 	{"Node count (virt-api replicas and PodDisruptionBudget): metadata-only watch.",
 		rule("", []string{"nodes"}, "get", "list", "watch")},
-	{"The dump-install-strategy Job (versions outside the catalog) carries the managed-by label and is watched cluster-wide like every managed kind.",
-		rule("batch", []string{"jobs"}, "get", "list", "watch", "create", "delete")},
 	{"The metrics endpoint serves only callers the API server authenticates (TokenReview of their bearer token) and authorizes (SubjectAccessReview of get on /metrics); --metrics-auth=false drops the need.",
 		rule("authentication.k8s.io", []string{"tokenreviews"}, "create")},
 	{"The metrics endpoint's authorization of each caller (see tokenreviews).",
@@ -84,6 +76,29 @@ var ownNamespacedRules = []ownRule{
 		rule("", []string{"services/proxy"}, "get")},
 	{"OpenShift only (gated): the Route of virt-exportproxy, applied, cached, pruned and uninstalled in the install namespace only.",
 		rule("route.openshift.io", []string{"routes"}, manageVerbs...)},
+	{"Core kinds of the install strategy, which every release renders in the install namespace only: applied, cached, pruned and uninstalled there (ConfigMaps also hold CA bundles and install strategies). The Grafana dashboard's ConfigMap elsewhere is the ClusterRole's, by name.",
+		rule("", []string{"configmaps", "serviceaccounts", "services"}, manageVerbs...)},
+	{"Workloads of the install strategy (install namespace only).",
+		rule("apps", []string{"daemonsets", "deployments"}, manageVerbs...)},
+	{"virt-api's PodDisruptionBudget, sized by the plan (install namespace only).",
+		rule("policy", []string{"poddisruptionbudgets"}, manageVerbs...)},
+	{"The dump-install-strategy Job (versions outside the catalog), run and watched in the install namespace.",
+		rule("batch", []string{"jobs"}, "get", "list", "watch", "create", "delete")},
+}
+
+// configMapRules are the operator's cluster-wide rules on ConfigMaps: in
+// every namespace but the install namespace (the Role's), virtop places
+// only the Grafana dashboard, under its one name (names: the ConfigMaps
+// ownership.Kinds.Elsewhere says virtop places, derived from the catalog).
+func configMapRules(names []string) []ownRule {
+	named := rule("", []string{"configmaps"}, "get", "watch", "create", "patch", "delete")
+	named.ResourceNames = names
+	return []ownRule{
+		{"ConfigMaps in every namespace, listed: where Grafana's dashboard sidecar is (a label-scoped list of one item per candidate namespace), and the cache of the dashboard ConfigMap (a list with a metadata.name field selector, which RBAC would authorize by name, but a list names no object for the label-scoped one). The operator writes, deletes and watches no ConfigMap outside the install namespace but these by name.",
+			rule("", []string{"configmaps"}, "list")},
+		{"The Grafana dashboard's ConfigMap, placed beside the Grafana found: applied (server-side apply: a patch, or a create of that name), read uncached, watched (a watch with a metadata.name field selector is authorized by name) and deleted (prune, uninstall), under its one name only.",
+			named},
+	}
 }
 
 // strategyJobRules are what the dump-install-strategy Job's ServiceAccount
