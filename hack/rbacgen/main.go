@@ -119,16 +119,28 @@ func generate() ([]file, error) {
 	if err != nil {
 		return nil, err
 	}
-	var placedConfigMaps []string
+	var placedConfigMaps, placedMonitoring []string
 	for _, e := range kinds.Elsewhere {
-		if e.GVK.Group == "" && e.GVK.Kind == "ConfigMap" {
-			placedConfigMaps = append(placedConfigMaps, e.PlacedNames...)
-			if len(e.Namespaces) > 0 {
-				return nil, fmt.Errorf("ConfigMaps rendered in fixed namespaces %v besides the install namespace: the ClusterRole names only the placed ones", e.Namespaces)
+		var into *[]string
+		switch {
+		case e.GVK.Group == "" && e.GVK.Kind == "ConfigMap":
+			into = &placedConfigMaps
+		case e.GVK.Group == "monitoring.coreos.com" && (e.GVK.Kind == "ServiceMonitor" || e.GVK.Kind == "PrometheusRule"):
+			into = &placedMonitoring
+		default:
+			continue
+		}
+		if len(e.Namespaces) > 0 || len(e.PlacedNames) == 0 {
+			return nil, fmt.Errorf("%s rendered in fixed namespaces %v besides the install namespace: the ClusterRole names only the placed ones", e.GVK.Kind, e.Namespaces)
+		}
+		for _, n := range e.PlacedNames {
+			if !slices.Contains(*into, n) {
+				*into = append(*into, n)
 			}
 		}
 	}
-	ownCluster := toCommented(append(append(slices.Clone(ownClusterRules), sccRules(sccNames)...), configMapRules(placedConfigMaps)...))
+	slices.Sort(placedMonitoring)
+	ownCluster := toCommented(slices.Concat(ownClusterRules, sccRules(sccNames), monitoringRules(placedMonitoring), configMapRules(placedConfigMaps)))
 	groups := slices.Sorted(maps.Keys(crdList))
 	for _, g := range groups {
 		ownCluster = append(ownCluster, commented{

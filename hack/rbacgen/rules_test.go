@@ -53,7 +53,7 @@ func TestOwnRulesCoverOwnedKinds(t *testing.T) {
 	// The kinds virtop applies, caches and prunes in the install namespace
 	// only may be granted by the Role there; the others need the
 	// ClusterRole.
-	cluster := append(append(slices.Clone(ownClusterRules), sccRules([]string{"any"})...), configMapRules([]string{"any"})...)
+	cluster := slices.Concat(ownClusterRules, sccRules([]string{"any"}), monitoringRules([]string{"any"}), configMapRules([]string{"any"}))
 	inNamespace := append(slices.Clone(cluster), append(slices.Clone(ownNamespacedRules), secretRules([]string{"any"})...)...)
 	installOnly := func(gvk schema.GroupVersionKind) bool {
 		if !slices.Contains(k.Namespaced, gvk) {
@@ -86,7 +86,7 @@ func TestOwnRulesCoverOwnedKinds(t *testing.T) {
 	// granted in every namespace again.
 	for _, gr := range []schema.GroupResource{{Resource: "secrets"}, {Group: "route.openshift.io", Resource: "routes"},
 		{Resource: "serviceaccounts"}, {Resource: "services"}, {Group: "apps", Resource: "deployments"}, {Group: "apps", Resource: "daemonsets"},
-		{Group: "policy", Resource: "poddisruptionbudgets"}, {Group: "batch", Resource: "jobs"}} {
+		{Group: "policy", Resource: "poddisruptionbudgets"}, {Group: "batch", Resource: "jobs"}, {Group: "rbac.authorization.k8s.io", Resource: "roles"}} {
 		for _, v := range []string{"get", "list", "watch", "patch", "delete"} {
 			if gr.Resource == "serviceaccounts" && v == "get" {
 				// Monitoring resolution reads the found Prometheus's
@@ -139,6 +139,15 @@ func TestNamedRules(t *testing.T) {
 		}
 	}
 	rendered["ConfigMap"] = placed
+	monitoring := map[string]bool{}
+	for _, e := range k.Elsewhere {
+		if e.GVK.Kind == "ServiceMonitor" || e.GVK.Kind == "PrometheusRule" {
+			for _, n := range e.PlacedNames {
+				monitoring[n] = true
+			}
+		}
+	}
+	rendered["ServiceMonitor"], rendered["PrometheusRule"] = monitoring, monitoring
 	for _, v := range catalog.Builtin().Versions() {
 		objs, err := render(v)
 		if err != nil {
@@ -169,6 +178,10 @@ func TestNamedRules(t *testing.T) {
 		// namespace), so only what no release grants is checked by name.
 		{"ConfigMap", "", "configmaps", "config/rbac/cluster_role.yaml",
 			[]string{"get", "watch", "create", "patch", "delete"}, []string{"list"}, nil},
+		{"ServiceMonitor", "monitoring.coreos.com", "servicemonitors", "config/rbac/cluster_role.yaml",
+			[]string{"get", "watch", "create", "patch", "delete"}, []string{"list"}, []string{"k8s", "tenant-monitor"}},
+		{"PrometheusRule", "monitoring.coreos.com", "prometheusrules", "config/rbac/cluster_role.yaml",
+			[]string{"get", "watch", "create", "patch", "delete"}, []string{"list"}, []string{"kube-prometheus-rules", "tenant-alerts"}},
 	} {
 		rules := rulesOf(tc.file)
 		granted := func(name, verb string) bool {

@@ -239,6 +239,18 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 		t.Errorf("kstatus of an Available KubeVirt: %s (%s), want Current", ks.Status, ks.Message)
 	}
 	t.Logf("install: kstatus InProgress seen before Available: %v; Current before Available: %v", inProgressSeen, earlyCurrent)
+	// The monitoring objects went through the ClusterRole's rules by name.
+	for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
+		l := &unstructured.UnstructuredList{}
+		l.SetAPIVersion("monitoring.coreos.com/v1")
+		l.SetKind(kind + "List")
+		if err := c.List(ctx, l, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Items) == 0 {
+			t.Errorf("install: no %s applied as the operator", kind)
+		}
+	}
 	installGap := earlyCurrent
 
 	// Upgrade.
@@ -298,8 +310,9 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 
 // checkInstallNamespaceKinds: the kinds every release renders in the
 // install namespace only, and that no KubeVirt ClusterRole grants in every
-// namespace (ServiceAccounts, Deployments; DaemonSets but for list, Jobs
-// but for create, get and delete), are the Role's: the operator can read,
+// namespace (ServiceAccounts, Deployments, Roles; DaemonSets but for list,
+// Jobs but for create, get and delete), are the Role's; ServiceMonitors are
+// the ClusterRole's by name only: the operator can read,
 // write and delete them there, not in a tenant's namespace, where its
 // ClusterRole granted them before.
 func checkInstallNamespaceKinds(t *testing.T, admin, asOperator client.Client, ns string) {
@@ -317,7 +330,8 @@ func checkInstallNamespaceKinds(t *testing.T, admin, asOperator client.Client, n
 	tenantSA := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "tenant-account", Namespace: tenantNS, Labels: labels}}
 	tenantDS := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "tenant-agent", Namespace: tenantNS, Labels: labels},
 		Spec: appsv1.DaemonSetSpec{Selector: tenantDep.Spec.Selector, Template: tenantDep.Spec.Template}}
-	for _, o := range []client.Object{tenantDep, tenantSA, tenantDS} {
+	tenantRole := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "tenant-role", Namespace: tenantNS, Labels: labels}}
+	for _, o := range []client.Object{tenantDep, tenantSA, tenantDS, tenantRole} {
 		if err := admin.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
@@ -341,6 +355,24 @@ func checkInstallNamespaceKinds(t *testing.T, admin, asOperator client.Client, n
 	refused("patching a DaemonSet in another namespace", asOperator.Patch(ctx, tenantDS.DeepCopy(), patch))
 	refused("deleting a DaemonSet in another namespace", asOperator.Delete(ctx, tenantDS.DeepCopy()))
 	refused("listing Jobs in every namespace", asOperator.List(ctx, &batchv1.JobList{}))
+	refused("listing Roles in every namespace", asOperator.List(ctx, &rbacv1.RoleList{}))
+	refused("patching a Role in another namespace", asOperator.Patch(ctx, tenantRole.DeepCopy(), patch))
+	refused("deleting a Role in another namespace", asOperator.Delete(ctx, tenantRole.DeepCopy()))
+	// ServiceMonitors and PrometheusRules: listed anywhere, but read,
+	// changed and deleted only under virtop's name.
+	sm := &unstructured.Unstructured{}
+	sm.SetAPIVersion("monitoring.coreos.com/v1")
+	sm.SetKind("ServiceMonitor")
+	sm.SetNamespace(tenantNS)
+	sm.SetName("tenant-monitor")
+	sm.SetLabels(labels)
+	_ = unstructured.SetNestedField(sm.Object, map[string]interface{}{"selector": map[string]interface{}{"matchLabels": map[string]interface{}{"app": "x"}}, "endpoints": []interface{}{map[string]interface{}{"port": "metrics"}}}, "spec")
+	if err := admin.Create(ctx, sm); err != nil {
+		t.Fatal(err)
+	}
+	refused("reading a tenant's ServiceMonitor", asOperator.Get(ctx, client.ObjectKeyFromObject(sm), sm.DeepCopy()))
+	refused("patching a tenant's ServiceMonitor", asOperator.Patch(ctx, sm.DeepCopy(), patch))
+	refused("deleting a tenant's ServiceMonitor", asOperator.Delete(ctx, sm.DeepCopy()))
 	// In the install namespace the Role grants them.
 	mine := dep(ns)
 	if err := asOperator.Create(ctx, mine); err != nil {
@@ -348,7 +380,7 @@ func checkInstallNamespaceKinds(t *testing.T, admin, asOperator client.Client, n
 	} else if err := asOperator.Delete(ctx, mine); err != nil {
 		t.Errorf("deleting a Deployment in the install namespace as the operator: %v", err)
 	}
-	for _, l := range []client.ObjectList{&appsv1.DeploymentList{}, &appsv1.DaemonSetList{}, &corev1.ServiceAccountList{}, &batchv1.JobList{}} {
+	for _, l := range []client.ObjectList{&appsv1.DeploymentList{}, &appsv1.DaemonSetList{}, &corev1.ServiceAccountList{}, &batchv1.JobList{}, &rbacv1.RoleList{}} {
 		if err := asOperator.List(ctx, l, client.InNamespace(ns)); err != nil {
 			t.Errorf("listing %T in the install namespace as the operator: %v", l, err)
 		}
