@@ -82,7 +82,7 @@ func (r *Reconciler) resolveStrategy(ctx context.Context, s *scope) (bool, error
 	s.strategy = res
 	s.requeueAfter = res.RequeueAfter
 	if res.ConfigMap != nil {
-		record(s.inv, res.ConfigMap)
+		addToInventory(s.inv, res.ConfigMap)
 	}
 	return res.Strategy != nil, nil
 }
@@ -178,7 +178,7 @@ func (r *Reconciler) apply(ctx context.Context, s *scope) (bool, error) {
 		return false, err
 	}
 	out, err := r.Applier.ApplyStaged(ctx, s.plan.Objects, order)
-	record(s.inv, out.Applied...)
+	addToInventory(s.inv, out.Applied...)
 	if len(out.Changes) > 0 && r.Recorder != nil {
 		changed := make([]string, len(out.Changes))
 		for i, c := range out.Changes {
@@ -285,8 +285,8 @@ func (r *Reconciler) seedInventory(ctx context.Context, s *scope) (bool, error) 
 	return true, nil
 }
 
-// record adds live objects to the inventory.
-func record(inv *inventory.Inventory, objs ...*metav1.PartialObjectMetadata) {
+// addToInventory adds live objects to the inventory.
+func addToInventory(inv *inventory.Inventory, objs ...*metav1.PartialObjectMetadata) {
 	for _, o := range objs {
 		inv.Add(o.GroupVersionKind().GroupKind(), o)
 	}
