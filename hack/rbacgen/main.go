@@ -35,6 +35,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
@@ -114,7 +115,32 @@ func generate() ([]file, error) {
 		}
 	}
 	slices.Sort(sccNames)
-	ownCluster := toCommented(append(slices.Clone(ownClusterRules), sccRules(sccNames)...))
+	kinds, err := ownership.Get()
+	if err != nil {
+		return nil, err
+	}
+	var placedConfigMaps, placedMonitoring []string
+	for _, e := range kinds.Elsewhere {
+		var into *[]string
+		switch {
+		case e.GVK.Group == "" && e.GVK.Kind == "ConfigMap":
+			into = &placedConfigMaps
+		case e.GVK.Group == "monitoring.coreos.com" && (e.GVK.Kind == "ServiceMonitor" || e.GVK.Kind == "PrometheusRule"):
+			into = &placedMonitoring
+		default:
+			continue
+		}
+		if len(e.Namespaces) > 0 || len(e.PlacedNames) == 0 {
+			return nil, fmt.Errorf("%s rendered in fixed namespaces %v besides the install namespace: the ClusterRole names only the placed ones", e.GVK.Kind, e.Namespaces)
+		}
+		for _, n := range e.PlacedNames {
+			if !slices.Contains(*into, n) {
+				*into = append(*into, n)
+			}
+		}
+	}
+	slices.Sort(placedMonitoring)
+	ownCluster := toCommented(slices.Concat(ownClusterRules, sccRules(sccNames), monitoringRules(placedMonitoring), configMapRules(placedConfigMaps)))
 	groups := slices.Sorted(maps.Keys(crdList))
 	for _, g := range groups {
 		ownCluster = append(ownCluster, commented{

@@ -31,14 +31,8 @@ var ownClusterRules = []ownRule{
 		rule("virtop.dev", []string{"kubevirtmonitorings"}, "get", "list", "watch")},
 	{"The KubeVirtMonitoring resource's status (its Accepted and Applied conditions).",
 		rule("virtop.dev", []string{"kubevirtmonitorings/status"}, "patch")},
-	{"Core kinds of the install strategy, applied, pruned and uninstalled (ConfigMaps also hold CA bundles and install strategies, and the Grafana dashboard goes beside the Grafana found). Secrets are in the install namespace only (the Role).",
-		rule("", []string{"configmaps", "serviceaccounts", "services"}, manageVerbs...)},
-	{"Workloads of the install strategy.",
-		rule("apps", []string{"daemonsets", "deployments"}, manageVerbs...)},
-	{"virt-api's PodDisruptionBudget, sized by the plan.",
-		rule("policy", []string{"poddisruptionbudgets"}, manageVerbs...)},
-	{"RBAC of the install strategy. Creating roles also needs every permission they grant: see the generated rules below (no escalate or bind verb).",
-		rule("rbac.authorization.k8s.io", []string{"clusterrolebindings", "clusterroles", "rolebindings", "roles"}, manageVerbs...)},
+	{"RBAC of the install strategy: ClusterRoles and ClusterRoleBindings (cluster-scoped; list and watch cannot be named, and the names of the others would be every catalog release's plus those the plan adds, virtop-metrics-reader: not narrowed yet) and RoleBindings, applied in the install namespace and, from v1.9.0, one in kube-system (to the Role extension-apiserver-authentication-reader), cached there too, for which the manifests ship no Role. Roles are the Role's (install namespace only). Creating roles also needs every permission they grant: see the generated rules below (no escalate or bind verb).",
+		rule("rbac.authorization.k8s.io", []string{"clusterrolebindings", "clusterroles", "rolebindings"}, manageVerbs...)},
 	{"KubeVirt's CRDs: applied and, on uninstall, deleted once empty; metadata watched cluster-wide for the capability gates, gated CRDs read in full.",
 		rule("apiextensions.k8s.io", []string{"customresourcedefinitions"}, manageVerbs...)},
 	{"KubeVirt's admission webhooks and admission policies.",
@@ -53,16 +47,12 @@ var ownClusterRules = []ownRule{
 		rule("export.kubevirt.io", []string{"virtualmachineexports"}, "get", "list", "update")},
 	{"The common instancetypes and preferences.",
 		rule("instancetype.kubevirt.io", []string{"virtualmachineclusterinstancetypes", "virtualmachineclusterpreferences"}, manageVerbs...)},
-	{"Monitoring (gated on the Prometheus operator's API): ServiceMonitor and PrometheusRule, placed in the monitoring namespace the plan resolves.",
-		rule("monitoring.coreos.com", []string{"prometheusrules", "servicemonitors"}, manageVerbs...)},
 	{"Monitoring resolution: which Prometheus selects KubeVirt's ServiceMonitor, and its namespace and ServiceAccount.",
 		rule("monitoring.coreos.com", []string{"prometheuses"}, "get", "list", "watch")},
 	{"Monitoring resolution: the namespace and ServiceAccount of the Prometheus found.",
 		rule("", []string{"namespaces", "serviceaccounts"}, "get")},
 	{"Node count (virt-api replicas and PodDisruptionBudget): metadata-only watch.",
 		rule("", []string{"nodes"}, "get", "list", "watch")},
-	{"The dump-install-strategy Job (versions outside the catalog) carries the managed-by label and is watched cluster-wide like every managed kind.",
-		rule("batch", []string{"jobs"}, "get", "list", "watch", "create", "delete")},
 	{"The metrics endpoint serves only callers the API server authenticates (TokenReview of their bearer token) and authorizes (SubjectAccessReview of get on /metrics); --metrics-auth=false drops the need.",
 		rule("authentication.k8s.io", []string{"tokenreviews"}, "create")},
 	{"The metrics endpoint's authorization of each caller (see tokenreviews).",
@@ -84,6 +74,47 @@ var ownNamespacedRules = []ownRule{
 		rule("", []string{"services/proxy"}, "get")},
 	{"OpenShift only (gated): the Route of virt-exportproxy, applied, cached, pruned and uninstalled in the install namespace only.",
 		rule("route.openshift.io", []string{"routes"}, manageVerbs...)},
+	{"Core kinds of the install strategy, which every release renders in the install namespace only: applied, cached, pruned and uninstalled there (ConfigMaps also hold CA bundles and install strategies). The Grafana dashboard's ConfigMap elsewhere is the ClusterRole's, by name.",
+		rule("", []string{"configmaps", "serviceaccounts", "services"}, manageVerbs...)},
+	{"Workloads of the install strategy (install namespace only).",
+		rule("apps", []string{"daemonsets", "deployments"}, manageVerbs...)},
+	{"virt-api's PodDisruptionBudget, sized by the plan (install namespace only).",
+		rule("policy", []string{"poddisruptionbudgets"}, manageVerbs...)},
+	{"The dump-install-strategy Job (versions outside the catalog), run and watched in the install namespace.",
+		rule("batch", []string{"jobs"}, "get", "list", "watch", "create", "delete")},
+	{"Roles of the install strategy, which every release renders in the install namespace only. Creating one needs every permission it grants there.",
+		rule("rbac.authorization.k8s.io", []string{"roles"}, manageVerbs...)},
+}
+
+// monitoringRules are the operator's rules on ServiceMonitors and
+// PrometheusRules (gated on the Prometheus operator's API): placed in the
+// monitoring namespace the plan resolves, any namespace, but under the
+// names virtop gives them (names: ownership.Kinds.Elsewhere's, derived
+// from the catalog).
+func monitoringRules(names []string) []ownRule {
+	named := rule("monitoring.coreos.com", []string{"prometheusrules", "servicemonitors"}, "get", "watch", "create", "patch", "delete")
+	named.ResourceNames = names
+	return []ownRule{
+		{"Monitoring (gated): ServiceMonitors and PrometheusRules listed, label-scoped, in every namespace (prune and uninstall find virtop's where a placement put them). A list names no object.",
+			rule("monitoring.coreos.com", []string{"prometheusrules", "servicemonitors"}, "list")},
+		{"Monitoring (gated): KubeVirt's ServiceMonitor and PrometheusRule, placed in the monitoring namespace the plan resolves, under their one name: applied (a patch, or a create of that name), read, watched for drift (a watch with a metadata.name field selector) and deleted, by name only.",
+			named},
+	}
+}
+
+// configMapRules are the operator's cluster-wide rules on ConfigMaps: in
+// every namespace but the install namespace (the Role's), virtop places
+// only the Grafana dashboard, under its one name (names: the ConfigMaps
+// ownership.Kinds.Elsewhere says virtop places, derived from the catalog).
+func configMapRules(names []string) []ownRule {
+	named := rule("", []string{"configmaps"}, "get", "watch", "create", "patch", "delete")
+	named.ResourceNames = names
+	return []ownRule{
+		{"ConfigMaps in every namespace, listed: where Grafana's dashboard sidecar is (a label-scoped list of one item per candidate namespace), and the cache of the dashboard ConfigMap (a list with a metadata.name field selector, which RBAC would authorize by name, but a list names no object for the label-scoped one). The operator writes, deletes and watches no ConfigMap outside the install namespace but these by name.",
+			rule("", []string{"configmaps"}, "list")},
+		{"The Grafana dashboard's ConfigMap, placed beside the Grafana found: applied (server-side apply: a patch, or a create of that name), read uncached, watched (a watch with a metadata.name field selector is authorized by name) and deleted (prune, uninstall), under its one name only.",
+			named},
+	}
 }
 
 // strategyJobRules are what the dump-install-strategy Job's ServiceAccount

@@ -53,7 +53,7 @@ func TestOwnRulesCoverOwnedKinds(t *testing.T) {
 	// The kinds virtop applies, caches and prunes in the install namespace
 	// only may be granted by the Role there; the others need the
 	// ClusterRole.
-	cluster := append(slices.Clone(ownClusterRules), sccRules([]string{"any"})...)
+	cluster := slices.Concat(ownClusterRules, sccRules([]string{"any"}), monitoringRules([]string{"any"}), configMapRules([]string{"any"}))
 	inNamespace := append(slices.Clone(cluster), append(slices.Clone(ownNamespacedRules), secretRules([]string{"any"})...)...)
 	installOnly := func(gvk schema.GroupVersionKind) bool {
 		if !slices.Contains(k.Namespaced, gvk) {
@@ -84,8 +84,15 @@ func TestOwnRulesCoverOwnedKinds(t *testing.T) {
 	}
 	// What moved to the Role must not be in the ClusterRole: it would be
 	// granted in every namespace again.
-	for _, gr := range []schema.GroupResource{{Resource: "secrets"}, {Group: "route.openshift.io", Resource: "routes"}} {
+	for _, gr := range []schema.GroupResource{{Resource: "secrets"}, {Group: "route.openshift.io", Resource: "routes"},
+		{Resource: "serviceaccounts"}, {Resource: "services"}, {Group: "apps", Resource: "deployments"}, {Group: "apps", Resource: "daemonsets"},
+		{Group: "policy", Resource: "poddisruptionbudgets"}, {Group: "batch", Resource: "jobs"}, {Group: "rbac.authorization.k8s.io", Resource: "roles"}} {
 		for _, v := range []string{"get", "list", "watch", "patch", "delete"} {
+			if gr.Resource == "serviceaccounts" && v == "get" {
+				// Monitoring resolution reads the found Prometheus's
+				// account, in its namespace.
+				continue
+			}
 			if allows(cluster, gr.Group, gr.Resource, v) {
 				t.Errorf("the operator's own cluster rules grant %s on %s: install namespace only", v, gr)
 			}
@@ -118,6 +125,29 @@ func TestNamedRules(t *testing.T) {
 		return nil
 	}
 	rendered := map[string]map[string]bool{"SecurityContextConstraints": {}, "Secret": {}}
+	// ConfigMaps outside the install namespace: the ones virtop places.
+	k, err := ownership.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	placed := map[string]bool{}
+	for _, e := range k.Elsewhere {
+		if e.GVK.Group == "" && e.GVK.Kind == "ConfigMap" {
+			for _, n := range e.PlacedNames {
+				placed[n] = true
+			}
+		}
+	}
+	rendered["ConfigMap"] = placed
+	monitoring := map[string]bool{}
+	for _, e := range k.Elsewhere {
+		if e.GVK.Kind == "ServiceMonitor" || e.GVK.Kind == "PrometheusRule" {
+			for _, n := range e.PlacedNames {
+				monitoring[n] = true
+			}
+		}
+	}
+	rendered["ServiceMonitor"], rendered["PrometheusRule"] = monitoring, monitoring
 	for _, v := range catalog.Builtin().Versions() {
 		objs, err := render(v)
 		if err != nil {
@@ -142,6 +172,16 @@ func TestNamedRules(t *testing.T) {
 		// plain create.
 		{"Secret", "", "secrets", "config/rbac/role.yaml",
 			[]string{"patch", "delete"}, []string{"get", "list", "watch", "create"}, []string{"tenant-credentials", "kubevirt-ca-backup"}},
+		// The ClusterRole's own ConfigMap rules name the dashboard; the
+		// other verbs it carries are KubeVirt's grants (kubevirt-apiserver,
+		// kubevirt-controller, kubevirt-handler hold them in every
+		// namespace), so only what no release grants is checked by name.
+		{"ConfigMap", "", "configmaps", "config/rbac/cluster_role.yaml",
+			[]string{"get", "watch", "create", "patch", "delete"}, []string{"list"}, nil},
+		{"ServiceMonitor", "monitoring.coreos.com", "servicemonitors", "config/rbac/cluster_role.yaml",
+			[]string{"get", "watch", "create", "patch", "delete"}, []string{"list"}, []string{"k8s", "tenant-monitor"}},
+		{"PrometheusRule", "monitoring.coreos.com", "prometheusrules", "config/rbac/cluster_role.yaml",
+			[]string{"get", "watch", "create", "patch", "delete"}, []string{"list"}, []string{"kube-prometheus-rules", "tenant-alerts"}},
 	} {
 		rules := rulesOf(tc.file)
 		granted := func(name, verb string) bool {

@@ -42,9 +42,8 @@ type Applier struct {
 	// Client writes (and reads live objects; a cached client keeps steady
 	// state free of requests).
 	Client client.Client
-	// Reader reads uncached (the cache drops managedFields): Prune and
-	// Remove read each object's managers before they delete it. Nil means
-	// Client.
+	// Reader reads uncached (the cache drops managedFields): Seed reads
+	// each object's managers. Nil means Client.
 	Reader client.Reader
 	// InstallNamespaceOnly are the namespaced kinds virtop applies in the
 	// install namespace only (ownership.Kinds.InstallNamespaceOnly): prune
@@ -60,6 +59,9 @@ type Applier struct {
 	// applied (UID -> resourceVersion then), so a pass does not read their
 	// managers again while they are unchanged.
 	foreign map[types.UID]string
+	// leftAlone remembers the labelled objects prune and uninstall left
+	// alone (UID -> resourceVersion then), logged once per version.
+	leftAlone map[types.UID]string
 }
 
 type record struct {

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/virtop-dev/virtop/internal/faultpoint"
+	"github.com/virtop-dev/virtop/internal/inventory"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
 	"github.com/virtop-dev/virtop/internal/vocab"
@@ -72,6 +73,9 @@ type Outcome struct {
 	RequeueAfter  time.Duration
 	// MonitoringReached is true once the monitoring stage was applied.
 	MonitoringReached bool
+	// Applied are the objects applied without error, as they are live
+	// (kind, namespace, name and UID): what the inventory records.
+	Applied []*metav1.PartialObjectMetadata
 }
 
 // ApplyStaged applies objects stage by stage in the order given, the
@@ -110,6 +114,7 @@ func (a *Applier) ApplyStaged(ctx context.Context, objs []client.Object, order s
 			if res.err != nil {
 				return out, res.err
 			}
+			out.Applied = append(out.Applied, refOf(res.live))
 			if res.result != Unchanged {
 				logFor(log, key).Info("Applied object", "result", string(res.result), "stage", string(st))
 				out.Changes = append(out.Changes, Change{Key: key, Stage: st, Result: res.result})
@@ -137,6 +142,12 @@ func (a *Applier) ApplyStaged(ctx context.Context, objs []client.Object, order s
 	out.Created = true
 	out.Ready = allReady
 	return out, nil
+}
+
+// refOf is the identity of a live object: what the inventory records.
+func refOf(live *unstructured.Unstructured) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: live.GetAPIVersion(), Kind: live.GetKind()},
+		ObjectMeta: metav1.ObjectMeta{Namespace: live.GetNamespace(), Name: live.GetName(), UID: live.GetUID()}}
 }
 
 // bindingsLast splits a stage's objects into the waves they are applied
@@ -192,8 +203,11 @@ func (a *Applier) applyAll(ctx context.Context, st stage.Stage, objs []client.Ob
 
 // Prune deletes what virtop created for the installation in installNS, of
 // the managed kinds, that want no longer holds, and returns what it
-// deleted. CRDs are never pruned: they may hold user data.
-func (a *Applier) Prune(ctx context.Context, kinds []schema.GroupVersionKind, installNS string, want map[strategy.Key]bool) ([]strategy.Key, error) {
+// deleted. Only what the inventory holds, with the live object's UID, was
+// virtop's: a label or a field manager anyone who may patch the object
+// can set. Prune forgets in inv what it deleted and what is gone. CRDs are
+// never pruned: they may hold user data.
+func (a *Applier) Prune(ctx context.Context, kinds []schema.GroupVersionKind, installNS string, want map[strategy.Key]bool, inv *inventory.Inventory) ([]strategy.Key, error) {
 	log := logf.FromContext(ctx)
 	var pruned []strategy.Key
 	var errs []error
@@ -201,7 +215,7 @@ func (a *Applier) Prune(ctx context.Context, kinds []schema.GroupVersionKind, in
 		if gvk.Kind == "CustomResourceDefinition" {
 			continue
 		}
-		objs, err := a.listManaged(ctx, gvk, installNS)
+		objs, seen, err := a.listManaged(ctx, gvk, installNS)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -212,20 +226,24 @@ func (a *Applier) Prune(ctx context.Context, kinds []schema.GroupVersionKind, in
 			if want[key] {
 				continue
 			}
-			if owned, err := a.appliedByVirtop(ctx, o); err != nil || !owned {
-				if err != nil {
-					errs = append(errs, err)
-				}
+			if !inv.Owns(gvk.GroupKind(), o) {
+				a.leaveForeign(ctx, o)
 				continue
 			}
 			if err := a.Client.Delete(ctx, o, client.PropagationPolicy("Background"), client.Preconditions{UID: ptr.To(o.GetUID())}); client.IgnoreNotFound(err) != nil {
 				errs = append(errs, fmt.Errorf("prune %s: %w", key, err))
 				continue
 			}
+			inv.Remove(gvk.GroupKind(), o)
 			a.Forget(key)
 			logFor(log, key).Info("Pruned object the install strategy no longer holds")
 			pruned = append(pruned, key)
 		}
+		// What the plan holds stays recorded even while the cache has
+		// not seen it yet (created in this pass).
+		inv.Sweep(gvk.GroupKind(), seen, func(ns, name string) bool {
+			return want[strategy.Key{Group: gvk.Group, Kind: gvk.Kind, Namespace: ns, Name: name}]
+		})
 	}
 	return pruned, errors.Join(errs...)
 }
@@ -234,19 +252,24 @@ func (a *Applier) Prune(ctx context.Context, kinds []schema.GroupVersionKind, in
 // installNS, kind by kind in the order given (the removal order,
 // ownership.Kinds.Managed), except what keep says to keep; it waits for
 // the kinds that are removal barriers (stage.RemovalBarrier) to be gone
-// before it deletes the next. It returns how many objects remain, being
-// deleted included: the uninstall is done at zero.
-func (a *Applier) Remove(ctx context.Context, kinds []schema.GroupVersionKind, installNS string, keep func(context.Context, *unstructured.Unstructured) (bool, error)) (int, error) {
+// before it deletes the next. Only what inv holds is deleted (see Prune);
+// Remove forgets in inv what is gone. It returns how many objects remain,
+// being deleted included: the uninstall is done at zero.
+func (a *Applier) Remove(ctx context.Context, kinds []schema.GroupVersionKind, installNS string, keep func(context.Context, *unstructured.Unstructured) (bool, error), inv *inventory.Inventory) (int, error) {
 	remaining := 0
 	var errs []error
 	for _, gvk := range kinds {
-		objs, err := a.listManaged(ctx, gvk, installNS)
+		objs, seen, err := a.listManaged(ctx, gvk, installNS)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		for i := range objs {
 			o := &objs[i]
+			if !inv.Owns(gvk.GroupKind(), o) {
+				a.leaveForeign(ctx, o)
+				continue
+			}
 			if keep != nil {
 				kept, err := keep(ctx, o)
 				if err != nil {
@@ -254,14 +277,6 @@ func (a *Applier) Remove(ctx context.Context, kinds []schema.GroupVersionKind, i
 					continue
 				}
 				if kept {
-					continue
-				}
-			}
-			if o.GetDeletionTimestamp() == nil {
-				if owned, err := a.appliedByVirtop(ctx, o); err != nil || !owned {
-					if err != nil {
-						errs = append(errs, err)
-					}
 					continue
 				}
 			}
@@ -274,6 +289,7 @@ func (a *Applier) Remove(ctx context.Context, kinds []schema.GroupVersionKind, i
 			}
 			a.Forget(strategy.Key{Group: gvk.Group, Kind: gvk.Kind, Namespace: o.GetNamespace(), Name: o.GetName()})
 		}
+		inv.Sweep(gvk.GroupKind(), seen, nil)
 		if remaining > 0 && stage.RemovalBarrier(gvk.Kind) {
 			break
 		}
@@ -281,11 +297,78 @@ func (a *Applier) Remove(ctx context.Context, kinds []schema.GroupVersionKind, i
 	return remaining, errors.Join(errs...)
 }
 
+// Seed records in inv the live objects virtop's field manager applied,
+// read uncached (strategy ConfigMaps included): the proof an installation
+// made by a virtop before the inventory offers, trusted once, when the
+// KubeVirt resource has no inventory yet (docs/security.md).
+func (a *Applier) Seed(ctx context.Context, kinds []schema.GroupVersionKind, installNS string, inv *inventory.Inventory) error {
+	var errs []error
+	for _, gvk := range kinds {
+		objs, _, err := a.listManaged(ctx, gvk, installNS)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if gvk.Group == "" && gvk.Kind == "ConfigMap" {
+			strategies, err := a.listStrategies(ctx, gvk, installNS)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			objs = append(objs, strategies...)
+		}
+		for i := range objs {
+			o := &objs[i]
+			owned, err := a.appliedByVirtop(ctx, o)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if owned {
+				inv.Add(gvk.GroupKind(), o)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// listStrategies lists the strategy ConfigMaps of installNS.
+func (a *Applier) listStrategies(ctx context.Context, gvk schema.GroupVersionKind, installNS string) ([]unstructured.Unstructured, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := a.Client.List(ctx, list, client.InNamespace(installNS), client.HasLabels{vocab.InstallStrategyLabel},
+		client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
+		return nil, fmt.Errorf("list strategy ConfigMaps: %w", err)
+	}
+	return list.Items, nil
+}
+
+// leaveForeign logs, once per version of it, a labelled object that is
+// not virtop's (not in its inventory), which prune and uninstall leave
+// alone.
+func (a *Applier) leaveForeign(ctx context.Context, o *unstructured.Unstructured) {
+	a.mu.Lock()
+	rv, known := a.leftAlone[o.GetUID()]
+	if !known || rv != o.GetResourceVersion() {
+		if a.leftAlone == nil || len(a.leftAlone) > 1024 {
+			a.leftAlone = map[types.UID]string{}
+		}
+		a.leftAlone[o.GetUID()] = o.GetResourceVersion()
+	}
+	a.mu.Unlock()
+	if known && rv == o.GetResourceVersion() {
+		return
+	}
+	logf.FromContext(ctx).Info("Leaving alone an object labelled as virtop's that virtop's inventory does not hold", "kind", o.GetKind(), "object", o.GetNamespace()+"/"+o.GetName())
+}
+
 // listManaged lists the live objects of a kind that virtop manages for the
 // installation in installNS (cluster-scoped ones, and namespaced ones
 // labelled for that namespace or not labelled at all), strategy
 // ConfigMaps aside. A kind the cluster does not serve has none.
-func (a *Applier) listManaged(ctx context.Context, gvk schema.GroupVersionKind, installNS string) ([]unstructured.Unstructured, error) {
+//
+// seen holds the UIDs of every labelled object listed, those left out
+// included: what the inventory may keep of the kind.
+func (a *Applier) listManaged(ctx context.Context, gvk schema.GroupVersionKind, installNS string) (objs []unstructured.Unstructured, seen map[types.UID]bool, err error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	// Kinds whose CRDs may go away (instancetypes: the uninstall deletes
@@ -298,15 +381,17 @@ func (a *Applier) listManaged(ctx context.Context, gvk schema.GroupVersionKind, 
 		// them: a cluster-wide list would be refused.
 		opts = append(opts, client.InNamespace(installNS))
 	}
-	err := a.Client.List(ctx, list, opts...)
+	err = a.Client.List(ctx, list, opts...)
+	seen = map[types.UID]bool{}
 	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
-		return nil, nil
+		return nil, seen, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", gvk.Kind, err)
+		return nil, nil, fmt.Errorf("list %s: %w", gvk.Kind, err)
 	}
 	var out []unstructured.Unstructured
 	for _, o := range list.Items {
+		seen[o.GetUID()] = true
 		if _, isStrategy := o.GetLabels()[vocab.InstallStrategyLabel]; isStrategy {
 			continue
 		}
@@ -315,14 +400,15 @@ func (a *Applier) listManaged(ctx context.Context, gvk schema.GroupVersionKind, 
 		}
 		out = append(out, o)
 	}
-	return out, nil
+	return out, seen, nil
 }
 
 // appliedByVirtop says whether virtop's field manager applied the live
 // object (server-side apply, manager vocab.FieldManager in its
 // managedFields), read uncached: the label alone is no proof, since a
 // copy made with kubectl (a backup of a Secret, another product's CRD)
-// carries it too. What fails the check is left alone, and logged.
+// carries it too. It is weaker than the inventory (whoever may patch the
+// object may apply with that manager) and only seeds it (Seed).
 func (a *Applier) appliedByVirtop(ctx context.Context, o *unstructured.Unstructured) (bool, error) {
 	a.mu.Lock()
 	rv, known := a.foreign[o.GetUID()]
@@ -347,7 +433,7 @@ func (a *Applier) appliedByVirtop(ctx context.Context, o *unstructured.Unstructu
 			// so a labelled one it may not read (another's copy, listed
 			// with virtop's) is not virtop's.
 			a.rememberForeign(o.GetUID(), o.GetResourceVersion())
-			logf.FromContext(ctx).Info("Leaving alone an object labelled as virtop's that the operator's roles do not name, so virtop never applied it", "kind", o.GetKind(), "object", o.GetNamespace()+"/"+o.GetName())
+			logf.FromContext(ctx).Info("Not recording in the inventory an object labelled as virtop's that the operator's roles do not name, so virtop never applied it", "kind", o.GetKind(), "object", o.GetNamespace()+"/"+o.GetName())
 			return false, nil
 		}
 		return false, fmt.Errorf("read the managers of %s %s: %w", o.GetKind(), o.GetName(), err)
@@ -362,7 +448,7 @@ func (a *Applier) appliedByVirtop(ctx context.Context, o *unstructured.Unstructu
 		}
 	}
 	a.rememberForeign(pm.UID, pm.ResourceVersion)
-	logf.FromContext(ctx).Info("Leaving alone an object labelled as virtop's that virtop never applied", "kind", o.GetKind(), "object", o.GetNamespace()+"/"+o.GetName())
+	logf.FromContext(ctx).Info("Not recording in the inventory an object labelled as virtop's that virtop never applied", "kind", o.GetKind(), "object", o.GetNamespace()+"/"+o.GetName())
 	return false, nil
 }
 

@@ -20,8 +20,11 @@ object virtop manages gets upstream's label app.kubernetes.io/managed-by:
 virt-operator and loses virtop's own labels and annotations (virtop.dev/...);
 the KubeVirt resource loses virtop's adoption record and, when it still runs
 the release virtop adopted, gets upstream's deployment ID back in its status,
-so upstream's operator finds its deployment as it left it. Nothing is
-deleted, no pod template is changed (nothing rolls), and the finalizer stays
+so upstream's operator finds its deployment as it left it. Only the objects
+virtop's inventory holds (the KubeVirt status records each with its UID)
+are handed back: another object labelled as virtop's is left alone, and an
+installation with no inventory (made by an older virtop) is refused until
+this version's operator has run once. Nothing is deleted, no pod template is changed (nothing rolls), and the finalizer stays
 (upstream's operator uses the same one).
 
 virtop's operator must be stopped first (it would take everything back): the

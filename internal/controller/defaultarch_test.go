@@ -42,7 +42,7 @@ func TestDefaultArchitecture(t *testing.T) {
 		if err := c.Get(ctx, key, live); err != nil {
 			t.Fatal(err)
 		}
-		s := &scope{kv: live, orig: live.DeepCopy()}
+		s := newScope(live)
 		runStep(t, "configure", r.configure, s)
 		if err := r.patchStatus(ctx, s, s.facts()); err != nil {
 			t.Fatal(err)

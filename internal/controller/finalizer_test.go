@@ -66,7 +66,7 @@ func TestFinalizerNamesPerRelease(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { releaseHold(t, c, kv) })
-			s := &scope{kv: kv, orig: kv.DeepCopy()}
+			s := newScope(kv)
 			if !runStep(t, "configure", r.configure, s) || !runStep(t, "finalizer", r.ensureFinalizer, s) {
 				t.Fatal("configure or finalizer ended the pass")
 			}
@@ -79,7 +79,7 @@ func TestFinalizerNamesPerRelease(t *testing.T) {
 			}
 			// A pass that changes nothing writes nothing.
 			rv := live.ResourceVersion
-			s = &scope{kv: live, orig: live.DeepCopy()}
+			s = newScope(live)
 			if !runStep(t, "configure", r.configure, s) || !runStep(t, "finalizer", r.ensureFinalizer, s) || live.ResourceVersion != rv {
 				t.Errorf("a second finalizer step wrote the resource (resourceVersion %s, was %s)", live.ResourceVersion, rv)
 			}

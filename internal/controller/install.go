@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -20,6 +21,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/certs"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/faultpoint"
+	"github.com/virtop-dev/virtop/internal/inventory"
 	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
@@ -79,6 +81,9 @@ func (r *Reconciler) resolveStrategy(ctx context.Context, s *scope) (bool, error
 	}
 	s.strategy = res
 	s.requeueAfter = res.RequeueAfter
+	if res.ConfigMap != nil {
+		addToInventory(s.inv, res.ConfigMap)
+	}
 	return res.Strategy != nil, nil
 }
 
@@ -173,6 +178,7 @@ func (r *Reconciler) apply(ctx context.Context, s *scope) (bool, error) {
 		return false, err
 	}
 	out, err := r.Applier.ApplyStaged(ctx, s.plan.Objects, order)
+	addToInventory(s.inv, out.Applied...)
 	if len(out.Changes) > 0 && r.Recorder != nil {
 		changed := make([]string, len(out.Changes))
 		for i, c := range out.Changes {
@@ -245,7 +251,7 @@ func (r *Reconciler) prune(ctx context.Context, s *scope) (bool, error) {
 			listed = append(listed, gvk)
 		}
 	}
-	pruned, err := r.Applier.Prune(ctx, listed, s.kv.Namespace, want)
+	pruned, err := r.Applier.Prune(ctx, listed, s.kv.Namespace, want, s.inv)
 	if r.Recorder != nil {
 		for _, key := range pruned {
 			r.Recorder.Eventf(s.kv, nil, corev1.EventTypeNormal, "Pruned", "Delete", "Deleted %s, which the install strategy no longer holds", key)
@@ -258,11 +264,39 @@ func (r *Reconciler) prune(ctx context.Context, s *scope) (bool, error) {
 	return true, nil
 }
 
+// seedInventory gives an installation made before the inventory existed
+// (a status with none, and a deployment observed) its inventory once:
+// the objects virtop's field manager applied, strategy ConfigMaps
+// included (Applier.Seed). A fresh install and an installation of
+// upstream's being taken over start from an empty inventory: what the
+// pass applies is recorded as it goes.
+func (r *Reconciler) seedInventory(ctx context.Context, s *scope) (bool, error) {
+	if inventory.Recorded(s.kv.Status.Generations) || s.inv.Len() > 0 || s.kv.Status.ObservedDeploymentID == "" || s.adoption.take {
+		return true, nil
+	}
+	kinds, err := ownership.Get()
+	if err != nil {
+		return false, err
+	}
+	if err := r.Applier.Seed(ctx, kinds.Managed, s.kv.Namespace, s.inv); err != nil {
+		return false, fmt.Errorf("recording what earlier versions of virtop created: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Recorded the inventory of an installation made before it existed", "objects", s.inv.Len())
+	return true, nil
+}
+
+// addToInventory adds live objects to the inventory.
+func addToInventory(inv *inventory.Inventory, objs ...*metav1.PartialObjectMetadata) {
+	for _, o := range objs {
+		inv.Add(o.GroupVersionKind().GroupKind(), o)
+	}
+}
+
 // record collects the strategy ConfigMaps of older deployments and
 // records the rollout in the status.
 func (r *Reconciler) record(ctx context.Context, s *scope) (bool, error) {
 	kv, cfg := s.kv, s.cfg
-	if err := r.Strategies.Collect(ctx, kv.Namespace, cfg.ID, kv.Status.ObservedDeploymentID); err != nil {
+	if err := r.Strategies.Collect(ctx, kv.Namespace, cfg.ID, kv.Status.ObservedDeploymentID, s.inv); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to delete old strategy ConfigMaps")
 	}
 	kv.Status.ObservedKubeVirtVersion = cfg.Version

@@ -29,6 +29,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/certs"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/inventory"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/storagemigration"
 	"github.com/virtop-dev/virtop/internal/strategy/store"
@@ -129,6 +130,15 @@ type scope struct {
 	degraded bool
 	// requeueAfter is when to look again without an event.
 	requeueAfter time.Duration
+	// inv is virtop's inventory of what it created, read from the status
+	// when the pass starts; steps add what they apply and forget what
+	// they delete, and the status patch writes it back when it changed.
+	inv *inventory.Inventory
+}
+
+// newScope starts a pass over kv: its status as read, its inventory.
+func newScope(kv *kvv1.KubeVirt) *scope {
+	return &scope{kv: kv, orig: kv.DeepCopy(), inv: inventory.FromStatus(kv.Status.Generations)}
 }
 
 // updating is true while an earlier deployment is being replaced.
@@ -154,6 +164,7 @@ func (r *Reconciler) installSteps() []step {
 		{"adopt", false, r.checkAdoption},
 		{"strategy", false, r.resolveStrategy},
 		{"finalizer", false, r.ensureFinalizer},
+		{"inventory", true, r.seedInventory},
 		{"plan", true, r.plan},
 		{"takeover", true, r.takeOver},
 		{"migrate", true, r.migrateStorage},
@@ -171,6 +182,7 @@ func (r *Reconciler) installSteps() []step {
 func (r *Reconciler) deleteSteps() []step {
 	return []step{
 		{"finalizer", false, hasFinalizer},
+		{"inventory", true, r.seedInventory},
 		{"workloads", true, r.checkWorkloads},
 		{"remove", true, r.remove},
 		{"strategies", true, r.removeStrategies},
@@ -238,6 +250,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 	setEmulationEnabled(kv)
 	s.orig = kv.DeepCopy()
+	s.inv = inventory.FromStatus(kv.Status.Generations)
 	steps := r.installSteps()
 	if kv.DeletionTimestamp != nil {
 		steps = r.deleteSteps()

@@ -77,6 +77,9 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope, f kvstatus.Facts
 		if f.ObservesGeneration() {
 			kv.Status.ObservedGeneration = ptr.To(kv.Generation)
 		}
+		if s.inv != nil {
+			kv.Status.Generations = s.inv.Into(kv.Status.Generations)
+		}
 	}
 	if apiequality.Semantic.DeepEqual(orig.Status, kv.Status) {
 		return nil

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -19,6 +21,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/apply"
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/inventory"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
@@ -62,6 +65,110 @@ func runStep(t *testing.T, name string, run func(context.Context, *scope) (bool,
 	return more
 }
 
+// checkInventory: the pass recorded every object it applied, and the
+// strategy ConfigMap, in the status; an installation with no inventory
+// (made by an earlier virtop) gets one seeded from virtop's field manager,
+// so what that virtop created is still pruned; once recorded, a copy
+// labelled as virtop's and applied under its field manager is neither
+// pruned nor, later, uninstalled (TestStepsAlone checks the uninstall).
+func checkInventory(t *testing.T, r *Reconciler, s *scope) {
+	t.Helper()
+	ctx := context.Background()
+	c := r.Client
+	ns := s.kv.Namespace
+	if err := r.patchStatus(ctx, s, s.facts()); err != nil {
+		t.Fatal(err)
+	}
+	live := &kvv1.KubeVirt{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(s.kv), live); err != nil {
+		t.Fatal(err)
+	}
+	inv := inventory.FromStatus(live.Status.Generations)
+	for _, o := range s.applied.Applied {
+		if !inv.Owns(o.GroupVersionKind().GroupKind(), o) {
+			t.Errorf("%s %s/%s applied but not in the status's inventory", o.Kind, o.Namespace, o.Name)
+		}
+	}
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: strategy.ConfigMapName(s.cfg.ID)}, cm); err != nil || !inv.Owns(schema.GroupKind{Kind: "ConfigMap"}, cm) {
+		t.Errorf("the strategy ConfigMap is not in the inventory (%v)", err)
+	}
+	gens, _ := json.Marshal(live.Status.Generations)
+	t.Logf("inventory: %d objects, status.generations %d bytes of JSON", inv.Len(), len(gens))
+
+	// Steady state: the same pass again writes no status.
+	again := newScope(live)
+	again.cfg, again.plan, again.caps, again.strategy = s.cfg, s.plan, s.caps, s.strategy
+	if !runStep(t, "apply", r.apply, again) || !runStep(t, "prune", r.prune, again) {
+		t.Fatal("a steady pass ended early")
+	}
+	if err := r.patchStatus(ctx, again, again.facts()); err != nil {
+		t.Fatal(err)
+	}
+	after := &kvv1.KubeVirt{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(s.kv), after); err != nil || after.ResourceVersion != live.ResourceVersion {
+		t.Errorf("a steady pass wrote the KubeVirt resource (resourceVersion %s -> %s, %v)", live.ResourceVersion, after.ResourceVersion, err)
+	}
+
+	// An installation made before the inventory: what that virtop
+	// applied and the plan no longer holds is seeded, then pruned.
+	leftover := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "left-by-an-older-virtop",
+		Labels: map[string]string{vocab.ManagedByLabel: vocab.ManagedByValue, vocab.InstallNamespaceLabel: ns}}}
+	stage.Set(leftover, stage.Certificates)
+	if _, _, err := r.Applier.Apply(ctx, leftover); err != nil {
+		t.Fatal(err)
+	}
+	legacy := live.DeepCopy()
+	legacy.Status.Generations = inventory.Strip(legacy.Status.Generations)
+	old := newScope(legacy)
+	old.cfg, old.plan, old.caps = s.cfg, s.plan, s.caps
+	if !runStep(t, "inventory", r.seedInventory, old) || old.inv.Len() < inv.Len() {
+		t.Fatalf("seeded %d objects, want at least the %d recorded", old.inv.Len(), inv.Len())
+	}
+	if !runStep(t, "prune", r.prune, old) {
+		t.Fatal("prune ended the pass")
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(leftover), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("what an older virtop applied was not pruned after seeding: %v", err)
+	}
+
+	// Copies labelled as virtop's, applied under virtop's own field
+	// manager by whoever may write ConfigMaps: in the install namespace,
+	// and in a tenant's namespace under the dashboard's name.
+	tenant := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns + "-tenant"}}
+	if err := c.Create(ctx, tenant); err != nil {
+		t.Fatal(err)
+	}
+	for _, where := range []client.ObjectKey{{Namespace: ns, Name: "kubevirt-ca-forged"}, {Namespace: tenant.Name, Name: "virtop-kubevirt-control-plane-dashboard"}} {
+		f := &unstructured.Unstructured{}
+		f.SetAPIVersion("v1")
+		f.SetKind("ConfigMap")
+		f.SetNamespace(where.Namespace)
+		f.SetName(where.Name)
+		f.SetLabels(map[string]string{vocab.ManagedByLabel: vocab.ManagedByValue, vocab.InstallNamespaceLabel: ns})
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(f), client.FieldOwner(vocab.FieldManager), client.ForceOwnership); err != nil {
+			t.Fatal(err)
+		}
+		forged = append(forged, where)
+	}
+	if !runStep(t, "prune", r.prune, s) {
+		t.Fatal("prune ended the pass")
+	}
+	checkForged(t, c, "prune")
+}
+
+// forged are the copies checkInventory made.
+var forged []client.ObjectKey
+
+func checkForged(t *testing.T, c client.Client, after string) {
+	t.Helper()
+	for _, key := range forged {
+		if err := c.Get(context.Background(), key, &corev1.ConfigMap{}); err != nil {
+			t.Errorf("after %s: the labelled copy %s applied under virtop's field manager: %v", after, key, err)
+		}
+	}
+}
+
 // TestStepsAlone runs the install steps one at a time against a real API
 // server, checking what each records in the scope, then the uninstall
 // steps: held by a workload, done once it is gone.
@@ -82,7 +189,7 @@ func TestStepsAlone(t *testing.T) {
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
-	s := &scope{kv: kv, orig: kv.DeepCopy()}
+	s := newScope(kv)
 
 	if !runStep(t, "configure", r.configure, s) || s.cfg == nil || kv.Status.TargetDeploymentID != s.cfg.ID {
 		t.Fatalf("configure: cfg %v, target %q", s.cfg, kv.Status.TargetDeploymentID)
@@ -127,6 +234,7 @@ func TestStepsAlone(t *testing.T) {
 	if kv.Status.ObservedDeploymentID != s.cfg.ID || !s.facts().Settled() {
 		t.Errorf("after record: observed %q, facts %+v; want settled", kv.Status.ObservedDeploymentID, s.facts())
 	}
+	checkInventory(t, r, s)
 
 	// Uninstall: a VirtualMachineInstance holds it.
 	if err := c.Delete(ctx, live); err != nil {
@@ -144,7 +252,7 @@ func TestStepsAlone(t *testing.T) {
 	if err := c.Create(ctx, vmi); err != nil {
 		t.Fatal(err)
 	}
-	d := &scope{kv: live, orig: live.DeepCopy()}
+	d := newScope(live)
 	poll.Eventually(t, "the workloads step holding the uninstall", time.Minute, func() (bool, string) {
 		more, err := r.checkWorkloads(ctx, d)
 		return err == nil && !more && strings.Contains(d.blocked, "VirtualMachineInstance"), fmt.Sprintf("%v, blocked %q", err, d.blocked)
@@ -155,7 +263,7 @@ func TestStepsAlone(t *testing.T) {
 	if err := c.Delete(ctx, vmi); err != nil {
 		t.Fatal(err)
 	}
-	d = &scope{kv: live, orig: live.DeepCopy()}
+	d = newScope(live)
 	if !runStep(t, "workloads", r.checkWorkloads, d) || d.blocked != "" {
 		t.Fatalf("workloads with the VMI gone: blocked %q", d.blocked)
 	}
@@ -166,6 +274,7 @@ func TestStepsAlone(t *testing.T) {
 	if !runStep(t, "strategies", r.removeStrategies, d) || !d.deleted {
 		t.Fatal("strategies: not deleted")
 	}
+	checkForged(t, c, "the uninstall")
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: strategy.ConfigMapName(s.cfg.ID)}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 		t.Errorf("strategy ConfigMap left after the uninstall: %v", err)
 	}

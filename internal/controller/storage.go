@@ -142,10 +142,11 @@ func (r *Reconciler) renewCertificates(ctx context.Context, s *scope) error {
 	}
 	log := ctrl.LoggerFrom(ctx)
 	for _, o := range ren.Objects {
-		res, _, err := r.Applier.Apply(ctx, o)
+		res, live, err := r.Applier.Apply(ctx, o)
 		if err != nil {
 			return err
 		}
+		s.inv.Add(live.GroupVersionKind().GroupKind(), live)
 		if res != apply.Unchanged {
 			log.Info("Applied certificate object while the storage migration holds the release", "kind", o.GetObjectKind().GroupVersionKind().Kind, "name", o.GetName(), "result", string(res))
 		}

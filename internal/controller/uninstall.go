@@ -80,7 +80,7 @@ func (r *Reconciler) remove(ctx context.Context, s *scope) (bool, error) {
 				crds = append(crds, gvk)
 			}
 		}
-		remaining, err := r.Applier.Remove(ctx, crds, s.kv.Namespace, nil)
+		remaining, err := r.Applier.Remove(ctx, crds, s.kv.Namespace, nil, s.inv)
 		if err != nil {
 			return false, err
 		}
@@ -100,7 +100,7 @@ func (r *Reconciler) remove(ctx context.Context, s *scope) (bool, error) {
 		}
 		return !empty, err
 	}
-	remaining, err := r.Applier.Remove(ctx, kinds.Managed, s.kv.Namespace, keep)
+	remaining, err := r.Applier.Remove(ctx, kinds.Managed, s.kv.Namespace, keep, s.inv)
 	if err != nil {
 		return false, err
 	}
@@ -113,7 +113,7 @@ func (r *Reconciler) remove(ctx context.Context, s *scope) (bool, error) {
 
 // removeStrategies deletes every strategy ConfigMap: the uninstall is done.
 func (r *Reconciler) removeStrategies(ctx context.Context, s *scope) (bool, error) {
-	if err := r.Strategies.Collect(ctx, s.kv.Namespace, "", ""); err != nil {
+	if err := r.Strategies.Collect(ctx, s.kv.Namespace, "", "", s.inv); err != nil {
 		return false, err
 	}
 	s.deleted = true

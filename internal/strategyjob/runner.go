@@ -510,9 +510,10 @@ func isKeyRecord(g kvv1.GenerationStatus, ns string) bool {
 
 // RecordKey records key's fingerprint in kv's status.generations (upstream's
 // list of the objects its operator created, with their hash), in memory.
-// The status subresource is written by the operator alone: KubeVirt's own
-// components may only read the resource, and editing its spec does not
-// give access to its status.
+// The status subresource is written only by its writers (cluster admins,
+// the operator, KubeVirt's virt-controller, whose upstream ClusterRole
+// holds kubevirt.io/*): editing the resource's spec does not give access
+// to its status.
 func RecordKey(kv *kvv1.KubeVirt, key []byte) {
 	rec := kvv1.GenerationStatus{Resource: "secrets", Namespace: kv.Namespace, Name: vocab.StrategySigningKeySecret, Hash: KeyFingerprint(key)}
 	gens := slices.DeleteFunc(slices.Clone(kv.Status.Generations), func(g kvv1.GenerationStatus) bool { return isKeyRecord(g, kv.Namespace) })

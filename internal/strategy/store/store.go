@@ -12,11 +12,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,6 +32,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/faultpoint"
+	"github.com/virtop-dev/virtop/internal/inventory"
 	"github.com/virtop-dev/virtop/internal/recent"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategyjob"
@@ -103,6 +109,10 @@ type Resolution struct {
 	// RequeueAfter is when to look again.
 	Pending, Failed, FailedReason string
 	RequeueAfter                  time.Duration
+	// ConfigMap is the strategy's ConfigMap as it is live (kind,
+	// namespace, name, UID), for the inventory: written by this process,
+	// or written by the Job and found signed; nil when not read this pass.
+	ConfigMap *metav1.PartialObjectMetadata
 }
 
 // Resolve returns the strategy of cfg for the KubeVirt resource kv: from
@@ -112,12 +122,15 @@ type Resolution struct {
 // or write the cluster.
 func (s *Store) Resolve(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) (Resolution, error) {
 	if c := s.strategies.Get(cfg.ID); c != nil {
+		res := Resolution{Strategy: c.strategy}
 		if c.configMap != nil {
-			if err := s.restore(ctx, kv, c.configMap); err != nil {
+			live, err := s.restore(ctx, kv, c.configMap)
+			if err != nil {
 				return Resolution{}, err
 			}
+			res.ConfigMap = refOf(live)
 		}
-		return Resolution{Strategy: c.strategy}, nil
+		return res, nil
 	}
 	if _, ok := s.Catalog.Lookup(cfg.Version); ok {
 		return s.render(ctx, kv, cfg)
@@ -127,10 +140,10 @@ func (s *Store) Resolve(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.Depl
 
 // restore writes again a ConfigMap this process stored, when someone
 // deleted or changed it, and says so.
-func (s *Store) restore(ctx context.Context, kv *kvv1.KubeVirt, cm *corev1.ConfigMap) error {
-	res, _, err := s.Applier.Apply(ctx, cm)
+func (s *Store) restore(ctx context.Context, kv *kvv1.KubeVirt, cm *corev1.ConfigMap) (*unstructured.Unstructured, error) {
+	res, live, err := s.Applier.Apply(ctx, cm)
 	if err != nil || res == apply.Unchanged {
-		return err
+		return live, err
 	}
 	// The events' action tells the two cases apart: events of one object,
 	// reason and action fold into one series.
@@ -142,7 +155,13 @@ func (s *Store) restore(ctx context.Context, kv *kvv1.KubeVirt, cm *corev1.Confi
 	if s.Recorder != nil {
 		s.Recorder.Eventf(kv, nil, corev1.EventTypeWarning, "StrategyRestored", action, "Install strategy ConfigMap %s was %s; wrote it again", cm.Name, found)
 	}
-	return nil
+	return live, nil
+}
+
+// refOf is the identity of a live strategy ConfigMap, for the inventory.
+func refOf(o metav1.Object) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: o.GetNamespace(), Name: o.GetName(), UID: o.GetUID()}}
 }
 
 // render renders a catalog version in process and stores its ConfigMap.
@@ -160,7 +179,7 @@ func (s *Store) render(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.Deplo
 		return Resolution{}, err
 	}
 	faultpoint.Hit("strategy:before-write")
-	res, _, err := s.Applier.Apply(ctx, cm)
+	res, live, err := s.Applier.Apply(ctx, cm)
 	faultpoint.Hit("strategy:after-write")
 	if err != nil {
 		return Resolution{}, fmt.Errorf("storing the install strategy: %w", err)
@@ -169,7 +188,7 @@ func (s *Store) render(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.Deplo
 		ctrl.LoggerFrom(ctx).Info("Stored install strategy", "configMap", cm.Name, "version", cfg.Version, "objects", len(st.Objects))
 	}
 	s.strategies.Put(cfg.ID, &resolved{strategy: st, configMap: cm}, kept)
-	return Resolution{Strategy: st}, nil
+	return Resolution{Strategy: st, ConfigMap: refOf(live)}, nil
 }
 
 // load reads the strategy of a version outside the catalog from the
@@ -196,7 +215,7 @@ func (s *Store) load(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.Deploym
 			if err := s.Jobs.Done(ctx, kv, cfg); err != nil {
 				ctrl.LoggerFrom(ctx).Error(err, "Failed to delete finished install strategy Jobs")
 			}
-			return Resolution{Strategy: st}, nil
+			return Resolution{Strategy: st, ConfigMap: refOf(cm)}, nil
 		}
 		ctrl.LoggerFrom(ctx).Info("Deleting install strategy ConfigMap it will not load; it will be produced again", "configMap", cm.Name, "reason", refused.err.Error())
 		if s.Recorder != nil {
@@ -258,19 +277,31 @@ func isAPIError(err error) bool {
 
 // Collect keeps the strategy ConfigMaps of the current and the previous
 // deployment of a namespace and deletes older ones; with no current ID
-// (an uninstall) it deletes them all.
-func (s *Store) Collect(ctx context.Context, namespace, currentID, previousID string) error {
+// (an uninstall) it deletes them all. Only ConfigMaps inv holds (with
+// their UID) are virtop's: another, labelled alike, is neither deleted nor
+// taken for the previous strategy. Collect forgets in inv what it deleted
+// and what is gone.
+func (s *Store) Collect(ctx context.Context, namespace, currentID, previousID string, inv *inventory.Inventory) error {
 	var list corev1.ConfigMapList
 	if err := s.Client.List(ctx, &list, client.InNamespace(namespace), client.HasLabels{vocab.InstallStrategyLabel},
 		client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
 		return err
+	}
+	gk := schema.GroupKind{Kind: "ConfigMap"}
+	seen := map[types.UID]bool{}
+	var owned []corev1.ConfigMap
+	for _, cm := range list.Items {
+		seen[cm.UID] = true
+		if inv.Owns(gk, &cm) {
+			owned = append(owned, cm)
+		}
 	}
 	keep := map[string]bool{}
 	if currentID != "" {
 		keep[strategy.ConfigMapName(currentID)] = true
 		if previousID != "" && previousID != currentID {
 			keep[strategy.ConfigMapName(previousID)] = true
-		} else if newest := newestOther(list.Items, keep); newest != "" {
+		} else if newest := newestOther(owned, keep); newest != "" {
 			// Once the rollout is recorded the observed ID is the current
 			// one; the previous strategy is then the newest other
 			// ConfigMap (by creation), kept for a rollback's diff.
@@ -278,17 +309,23 @@ func (s *Store) Collect(ctx context.Context, namespace, currentID, previousID st
 		}
 	}
 	var errs []error
-	for i := range list.Items {
-		cm := &list.Items[i]
+	for i := range owned {
+		cm := &owned[i]
 		if keep[cm.Name] {
 			continue
 		}
-		if err := s.Client.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
+		if err := s.Client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID}); client.IgnoreNotFound(err) != nil {
 			errs = append(errs, err)
 			continue
 		}
+		inv.Remove(gk, cm)
 		ctrl.LoggerFrom(ctx).Info("Deleted old install strategy", "configMap", cm.Name)
 	}
+	// Only strategy ConfigMaps were listed; the current one stays
+	// recorded while the cache has not seen it yet.
+	inv.Sweep(gk, seen, func(ns, name string) bool {
+		return ns != namespace || !strings.HasPrefix(name, vocab.InstallStrategyConfigMapPrefix) || keep[name]
+	})
 	return errors.Join(errs...)
 }
 

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/apply"
 	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/inventory"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategy/store"
@@ -378,13 +380,15 @@ func TestResolveWithoutJobsReadsNoConfigMap(t *testing.T) {
 // TestCollect keeps the current and the previous strategy ConfigMaps —
 // the newest other one once the rollout is recorded — deletes older
 // ones, deletes every one on uninstall, and leaves alone ConfigMaps
-// virtop does not manage.
+// virtop does not manage, and those labelled as virtop's (applied with
+// its own field manager even) that its inventory does not hold.
 func TestCollect(t *testing.T) {
 	env := testenv.Get(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	s := &store.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: catalog.Builtin()}
 	ids := []string{"aaaaaaaaaa01", "bbbbbbbbbb02", "cccccccccc03", "dddddddddd04"}
+	inv := &inventory.Inventory{}
 	for i, id := range ids {
 		if i > 0 {
 			// Creation timestamps have a resolution of a second.
@@ -395,6 +399,17 @@ func TestCollect(t *testing.T) {
 		if err := env.Client.Create(ctx, cm); err != nil {
 			t.Fatal(err)
 		}
+		inv.Add(schema.GroupKind{Kind: "ConfigMap"}, cm)
+	}
+	// The newest: a copy with virtop's labels, applied under virtop's
+	// field manager by someone who may write ConfigMaps there.
+	time.Sleep(1100 * time.Millisecond)
+	forged := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: strategy.ConfigMapName("ffffffffff06"),
+		Labels: map[string]string{vocab.InstallStrategyLabel: "", vocab.ManagedByLabel: vocab.ManagedByValue}}}
+	if u, err := apply.Desired(forged); err != nil {
+		t.Fatal(err)
+	} else if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(vocab.FieldManager)); err != nil {
+		t.Fatal(err)
 	}
 	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: strategy.ConfigMapName("eeeeeeeeee05"),
 		Labels: map[string]string{vocab.InstallStrategyLabel: ""}}}
@@ -427,16 +442,19 @@ func TestCollect(t *testing.T) {
 		want              []string
 	}{
 		// Rolled out: the newest other ConfigMap is the previous one.
-		{"after a rollout", ids[1], ids[1], names(ids[1], ids[3], "eeeeeeeeee05")},
+		{"after a rollout", ids[1], ids[1], names(ids[1], ids[3], "eeeeeeeeee05", "ffffffffff06")},
 		// Updating from ids[3]: the one before that goes.
-		{"during an update", ids[0], ids[3], names(ids[3], "eeeeeeeeee05")},
-		{"uninstall", "", "", names("eeeeeeeeee05")},
+		{"during an update", ids[0], ids[3], names(ids[3], "eeeeeeeeee05", "ffffffffff06")},
+		{"uninstall", "", "", names("eeeeeeeeee05", "ffffffffff06")},
 	} {
-		if err := s.Collect(ctx, ns, step.current, step.previous); err != nil {
+		if err := s.Collect(ctx, ns, step.current, step.previous, inv); err != nil {
 			t.Fatal(err)
 		}
 		if got := left(); !slices.Equal(got, step.want) {
 			t.Fatalf("%s: left %v, want %v", step.what, got, step.want)
 		}
+	}
+	if inv.Len() != 0 {
+		t.Errorf("after the uninstall the inventory still holds %+v", inv.Into(nil))
 	}
 }

@@ -1,8 +1,10 @@
 // Package handback leaves an installation that virtop manages for
 // upstream's virt-operator to take back (`virtop handback`): every object
 // virtop manages gets upstream's managed-by label and loses virtop's own
-// annotations, the KubeVirt resource loses the adoption record and, at the
-// release upstream ran, gets upstream's deployment ID back. It deletes
+// annotations, the KubeVirt resource loses the adoption record and virtop's
+// inventory and, at the release upstream ran, gets upstream's deployment ID
+// back. An object is virtop's only when the inventory (package inventory)
+// holds it with its UID, as for prune: one labelled alike is left alone. It deletes
 // nothing and touches no pod template, so nothing rolls. It refuses while
 // virtop's operator runs: that operator would take every object back.
 package handback
@@ -17,6 +19,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordv1 "k8s.io/api/coordination/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,6 +28,7 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/adopt"
+	"github.com/virtop-dev/virtop/internal/inventory"
 	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
@@ -78,6 +82,11 @@ func Run(ctx context.Context, c client.Client, out io.Writer, o Options) (Summar
 	if adopted {
 		recp = &rec
 	}
+	if !inventory.Recorded(kv.Status.Generations) {
+		return sum, fmt.Errorf("%w: KubeVirt %s/%s records no inventory of what virtop created (made by a virtop before the inventory); start this version of virtop's operator once so it records one (docs/security.md), then stop it and hand back; nothing was changed",
+			ErrRefused, kv.Namespace, kv.Name)
+	}
+	inv := inventory.FromStatus(kv.Status.Generations)
 	kinds, err := ownership.Get()
 	if err != nil {
 		return sum, err
@@ -101,6 +110,12 @@ func Run(ctx context.Context, c client.Client, out io.Writer, o Options) (Summar
 			if ns := obj.GetNamespace(); ns != "" && ns != o.Namespace && obj.GetLabels()[vocab.InstallNamespaceLabel] != o.Namespace {
 				continue
 			}
+			if !inv.Owns(gvk.GroupKind(), obj) {
+				// Labelled as virtop's, but not what virtop created: a
+				// copy, or another product's object.
+				fmt.Fprintf(out, "Left alone %s %s: labelled as virtop's, but not in its inventory\n", gvk.Kind, name(obj))
+				continue
+			}
 			patch, err := adopt.HandBackPatch(obj, recp)
 			if err != nil || patch == nil {
 				if err != nil {
@@ -120,6 +135,9 @@ func Run(ctx context.Context, c client.Client, out io.Writer, o Options) (Summar
 
 	st := adopt.HandBackStatus(kv.Status, recp)
 	sum.Status = st.ObservedDeploymentID != kv.Status.ObservedDeploymentID
+	// The inventory is virtop's record: upstream's operator keeps its own
+	// entries of status.generations.
+	st.Generations = inventory.Strip(st.Generations)
 	if !o.DryRun {
 		if adopted {
 			orig := kv.DeepCopy()
@@ -128,7 +146,7 @@ func Run(ctx context.Context, c client.Client, out io.Writer, o Options) (Summar
 				return sum, fmt.Errorf("KubeVirt %s: %w", kv.Name, err)
 			}
 		}
-		if sum.Status {
+		if sum.Status || !apiequality.Semantic.DeepEqual(st, kv.Status) {
 			orig := kv.DeepCopy()
 			kv.Status = st
 			if err := c.Status().Patch(ctx, kv, client.MergeFrom(orig)); err != nil {

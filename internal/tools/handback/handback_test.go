@@ -12,11 +12,13 @@ import (
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/adopt"
+	"github.com/virtop-dev/virtop/internal/inventory"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
 	"github.com/virtop-dev/virtop/internal/tools/handback"
@@ -31,6 +33,9 @@ func TestMain(m *testing.M) {
 // lease is held (nothing changed), then every virtop object of the
 // namespace relabelled for upstream in place, virtop's annotations gone,
 // upstream's deployment ID back, the finalizer kept, nothing deleted.
+// Only what virtop's inventory holds is handed back: a copy labelled as
+// virtop's (applied with its field manager even) is left alone, and an
+// installation with no inventory is refused.
 func TestHandBack(t *testing.T) {
 	env := testenv.Get(t)
 	ns, other := env.Namespace(t), env.Namespace(t)
@@ -55,6 +60,14 @@ func TestHandBack(t *testing.T) {
 	mine, theirs := cm(ns, "kubevirt-ca"), cm(other, "kubevirt-ca")
 	mustCreate(t, c, mine)
 	mustCreate(t, c, theirs)
+	// A copy made by whoever may write ConfigMaps in the namespace, with
+	// virtop's labels, under virtop's field manager.
+	forged := cm(ns, "kubevirt-ca-copy")
+	if err := c.Create(ctx, forged, client.FieldOwner(vocab.FieldManager)); err != nil {
+		t.Fatal(err)
+	}
+	inv := &inventory.Inventory{}
+	inv.Add(schema.GroupKind{Kind: "ConfigMap"}, mine)
 
 	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kubevirt", Finalizers: []string{vocab.LegacyKubeVirtFinalizer}}}
 	kv.Spec.ImageTag = "v1.5.3"
@@ -81,6 +94,19 @@ func TestHandBack(t *testing.T) {
 	// The lease lapses (virtop's operator stopped).
 	lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now().Add(-time.Minute)}
 	if err := c.Update(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if _, err := handback.Run(ctx, c, &out, handback.Options{Namespace: ns}); !errors.Is(err, handback.ErrRefused) || !strings.Contains(err.Error(), "no inventory") {
+		t.Fatalf("with no inventory: err %v, want refused", err)
+	}
+	get(t, c, mine, got)
+	if got.Labels[vocab.ManagedByLabel] != vocab.ManagedByValue {
+		t.Fatalf("a refused hand back changed %s: %v", mine.Name, got.Labels)
+	}
+	get(t, c, kv, kv)
+	kv.Status.Generations = inv.Into(kv.Status.Generations)
+	if err := c.Status().Update(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
 	out.Reset()
@@ -112,10 +138,14 @@ func TestHandBack(t *testing.T) {
 	if got.Labels[vocab.ManagedByLabel] != vocab.ManagedByValue {
 		t.Errorf("another namespace's object was handed back: %v", got.Labels)
 	}
+	get(t, c, forged, got)
+	if got.Labels[vocab.ManagedByLabel] != vocab.ManagedByValue || !strings.Contains(out.String(), "Left alone ConfigMap "+ns+"/kubevirt-ca-copy") {
+		t.Errorf("a labelled copy outside the inventory was handed back (labels %v):\n%s", got.Labels, out.String())
+	}
 	cur := &kvv1.KubeVirt{}
 	get(t, c, kv, cur)
 	if cur.Status.ObservedDeploymentID != "upstream-id" || cur.Status.ObservedDeploymentConfig != rec.DeploymentConfig || cur.Annotations[vocab.AdoptedFromAnnotation] != "" ||
-		len(cur.Finalizers) != 1 || cur.Finalizers[0] != vocab.LegacyKubeVirtFinalizer || cur.UID != kv.UID {
+		len(cur.Finalizers) != 1 || cur.Finalizers[0] != vocab.LegacyKubeVirtFinalizer || cur.UID != kv.UID || inventory.Recorded(cur.Status.Generations) {
 		t.Errorf("KubeVirt after the hand back: status %+v annotations %v finalizers %v", cur.Status, cur.Annotations, cur.Finalizers)
 	}
 }
