@@ -17,7 +17,7 @@ HELM := $(TOOLS_DIR)/helm-$(HELM_VERSION)/helm
 KUSTOMIZE := $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VERSION)/kustomize
 
 .PHONY: tools
-tools: ## Build the pinned Kubernetes, etcd, kwok, controller-gen and prometheus-operator binaries into the cache (tests)
+tools: ## Build the pinned Kubernetes, etcd, kwok, controller-gen, prometheus-operator and kube-state-metrics binaries into the cache (tests)
 	hack/tools/build.sh core
 
 .PHONY: tools-demo

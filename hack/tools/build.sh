@@ -15,8 +15,10 @@
 #   groups:   demo:           what `virtop up` runs, in the order it starts
 #                             them: etcd kube-apiserver kube-controller-manager
 #                             kube-scheduler kubectl kwok kwokctl
-#             core (default): demo, then controller-gen and
-#                             prometheus-operator (tests)
+#             core (default): demo, then controller-gen,
+#                             prometheus-operator and kube-state-metrics
+#                             (tests; `virtop up --prometheus` with a real
+#                             node runs them)
 #             packaging:      helm kustomize
 #             all:            core and packaging
 #   binaries: any of the names above
@@ -35,7 +37,7 @@ export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 cache="${VIRTOP_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/virtop/tools}"
 
 demo=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl kubelet kube-proxy)
-core=("${demo[@]}" controller-gen prometheus-operator)
+core=("${demo[@]}" controller-gen prometheus-operator kube-state-metrics)
 packaging=(helm kustomize)
 
 tmp_files=()
@@ -71,6 +73,7 @@ tool_of() {
 	kwok | kwokctl) echo "kwok ${KWOK_VERSION}" ;;
 	controller-gen) echo "controller-tools ${CONTROLLER_TOOLS_VERSION}" ;;
 	prometheus-operator) echo "prometheus-operator ${PROMETHEUS_OPERATOR_VERSION}" ;;
+	kube-state-metrics) echo "kube-state-metrics ${KUBE_STATE_METRICS_VERSION}" ;;
 	helm) echo "helm ${HELM_VERSION}" ;;
 	kustomize) echo "kustomize ${KUSTOMIZE_VERSION}" ;;
 	*) return 1 ;;
@@ -118,6 +121,9 @@ run_build() {
 	prometheus-operator)
 		build_in_module prometheus-operator github.com/prometheus-operator/prometheus-operator/cmd/operator "${out}" \
 			"-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_OPERATOR_VERSION#v} -X github.com/prometheus/common/version.Branch=release -X github.com/prometheus/common/version.Revision=${PROMETHEUS_OPERATOR_VERSION}" ;;
+	kube-state-metrics)
+		install_at "k8s.io/kube-state-metrics/v2@${KUBE_STATE_METRICS_VERSION}" "${out}" \
+			"-s -w -X github.com/prometheus/common/version.Version=${KUBE_STATE_METRICS_VERSION#v} -X github.com/prometheus/common/version.Branch=release -X github.com/prometheus/common/version.Revision=${KUBE_STATE_METRICS_VERSION}" ;;
 	controller-gen)
 		install_at "sigs.k8s.io/controller-tools/cmd/controller-gen@${CONTROLLER_TOOLS_VERSION}" "${out}" "-s -w" ;;
 	helm)
@@ -143,6 +149,7 @@ minutes_of() {
 	kubelet) echo "2 4" ;;
 	kube-proxy) echo "0.5 1" ;;
 	prometheus-operator | helm) echo "3 6" ;;
+	kube-state-metrics) echo "2 4" ;;
 	*) echo "1 2" ;;
 	esac
 }

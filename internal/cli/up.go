@@ -55,6 +55,15 @@ virt-handler stays on the fake nodes. With --real-node=false nothing serves
 webhooks or APIServices: KubeVirt's webhooks are applied with failurePolicy
 Ignore and the APIServices stay unregistered.
 
+--prometheus before|late creates a kube-prometheus-stack-shaped Prometheus
+resource (namespace monitoring). With a real node a real Prometheus serves it:
+prometheus-operator generates its configuration from virtop's ServiceMonitor
+and PrometheusRule, kube-state-metrics runs beside it, and Debian's
+prometheus runs on what was generated, in the cluster's network namespace
+(state in <state>/prometheus/). up prints its URL, for
+` + "`virtop doctor --prometheus-url`" + `; without those tools only the resource
+is created.
+
 While it waits without news (the cluster being created, KubeVirt rolling
 out), a progress report on stderr says for what, for how long and the latest
 state: one line rewritten in place on a terminal, a plain line every 10 s
@@ -121,7 +130,7 @@ otherwise; --quiet turns it off.`,
 	cmd.Flags().StringVar(&manifest, "operator-manifest", "", "run the operator as a pod on the real node from this release manifest (make release-manifests: dist/virtop-operator.yaml); with --operator-image")
 	cmd.Flags().StringVar(&image, "operator-image", "", "the operator's image archive imported into the real node: make image's OCI layout (dist/virtop-image.tar, the digest the manifest pins) or a docker-archive")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress reports on stderr while waiting")
-	cmd.Flags().StringVar(&prometheus, "prometheus", string(devcluster.PrometheusNone), "install a Prometheus stack: none, before (the KubeVirt resource) or late (after the control plane is Available)")
+	cmd.Flags().StringVar(&prometheus, "prometheus", string(devcluster.PrometheusNone), "install a Prometheus stack: none, before (the KubeVirt resource) or late (after the control plane is Available); with a real node a real Prometheus runs for it")
 	_ = cmd.RegisterFlagCompletionFunc("prometheus", cobra.FixedCompletions([]string{string(devcluster.PrometheusNone), string(devcluster.PrometheusBefore), string(devcluster.PrometheusLate)}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("name", completeClusterNames)
 	return cmd

@@ -282,13 +282,18 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	}); err != nil {
 		return nil, err
 	}
-	// Report readiness and leadership as upstream's operator metrics do.
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	// Report readiness and leadership as upstream's operator metrics do:
+	// every replica reports itself ready, the standby ones too (upstream's
+	// reports ready before it campaigns for the lease), so readiness runs
+	// on every replica, not only on the leader.
+	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
 		if mgr.GetCache().WaitForCacheSync(ctx) {
 			controller.SetOperatorReady(true)
 		}
 		<-ctx.Done()
+		// A stopping manager neither serves nor leads.
 		controller.SetOperatorReady(false)
+		controller.SetOperatorLeading(false)
 		return nil
 	})); err != nil {
 		return nil, err
@@ -299,6 +304,14 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	}()
 	return mgr, nil
 }
+
+// everyReplica is a runnable that runs on every replica, leader or not (a
+// manager runs a plain RunnableFunc only on the leader).
+type everyReplica func(context.Context) error
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+
+func (everyReplica) NeedLeaderElection() bool { return false }
 
 // toKubeVirt maps every event to the KubeVirt resources of the namespace
 // (the served one among them).

@@ -80,12 +80,20 @@ func prometheusObjects() []*unstructured.Unstructured {
 }
 
 // installPrometheus applies the monitoring.coreos.com CRDs (embedded from
-// test/crds/monitoring), then the Prometheus objects.
-func installPrometheus(ctx context.Context, cl *Clients) error {
+// test/crds/monitoring), then the Prometheus objects. With a stack serving
+// it (real, on a cluster with a real node), the Prometheus resource says
+// what that stack needs (realPrometheusSpec).
+func installPrometheus(ctx context.Context, cl *Clients, real *promStack) error {
 	if _, err := applyFS(ctx, cl, crds.FS, crds.Monitoring()); err != nil {
 		return err
 	}
-	for _, obj := range prometheusObjects() {
+	objs := prometheusObjects()
+	if real != nil {
+		// The Secret before the resource that names it.
+		prom := objs[len(objs)-1]
+		objs = append(objs[:len(objs)-1], realPrometheusSpec(prom, real), prom)
+	}
+	for _, obj := range objs {
 		if err := apply(ctx, cl, obj, ""); err != nil {
 			return err
 		}

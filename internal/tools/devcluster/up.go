@@ -191,9 +191,24 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 		return err
 	}
 
-	if o.Prometheus == PrometheusBefore {
-		if err := installPrometheus(ctx, cl); err != nil {
+	// With a real node, a real Prometheus serves the Prometheus resource
+	// (promstack.go), started with it.
+	installProm := func() error {
+		var stack *promStack
+		if o.RealNode {
+			var err error
+			if stack, err = c.startPrometheusStack(ctx, out, cl, o.Virtop); err != nil {
+				return err
+			}
+		}
+		if err := installPrometheus(ctx, cl, stack); err != nil {
 			return fmt.Errorf("installing Prometheus: %w", err)
+		}
+		return nil
+	}
+	if o.Prometheus == PrometheusBefore {
+		if err := installProm(); err != nil {
+			return err
 		}
 		fmt.Fprintf(out, "• Prometheus %s/%s installed (before the KubeVirt resource)\n", MonitoringNamespace, PrometheusName)
 	}
@@ -250,8 +265,8 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 			return ctx.Err()
 		case <-time.After(o.LateDelay):
 		}
-		if err := installPrometheus(ctx, cl); err != nil {
-			return fmt.Errorf("installing Prometheus: %w", err)
+		if err := installProm(); err != nil {
+			return err
 		}
 		fmt.Fprintf(out, "• Prometheus %s/%s installed (late)\n", MonitoringNamespace, PrometheusName)
 		return nil
@@ -301,6 +316,9 @@ func (c *Cluster) printSummary(out io.Writer, start time.Time, hasControlPlane, 
 		fmt.Fprintf(out, "  operator log: kubectl -n %s logs deploy/%s\n", InstallNamespace, OperatorDeployment)
 	} else {
 		fmt.Fprintf(out, "  operator log: %s\n", c.OperatorLog())
+	}
+	if url := c.PrometheusURL(); url != "" {
+		fmt.Fprintf(out, "  Prometheus: %s (virtop doctor --prometheus-url %s)\n", url, url)
 	}
 	fmt.Fprintf(out, "  delete it with: virtop down --name %s\n\n", c.Name)
 	if realNode {
@@ -553,6 +571,13 @@ func (c *Cluster) Delete(ctx context.Context, out io.Writer, grace time.Duration
 		fmt.Fprintln(out, "• No operator was running")
 	}
 
+	if fileExists(c.PrometheusDir()) {
+		if err := c.stopPrometheusStack(ctx); err != nil {
+			fmt.Fprintf(out, "! stopping the local Prometheus stack: %v\n", err)
+		} else {
+			fmt.Fprintln(out, "• Stopped the local Prometheus stack (Prometheus, prometheus-operator, kube-state-metrics)")
+		}
+	}
 	if c.HasRealNode() {
 		t0 := time.Now()
 		if err := c.stopRealNode(ctx); err != nil {

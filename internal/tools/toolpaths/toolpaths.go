@@ -48,6 +48,10 @@ const (
 	// v0.85.0 is the newest release of the main module the module proxy
 	// serves here; virtop's own go.mod uses pkg/apis/monitoring v0.95.2.
 	PrometheusOperatorVersion = "v0.85.0"
+	// KubeStateMetricsVersion is k8s.io/kube-state-metrics/v2: the local
+	// cluster's Prometheus with a real node scrapes it (the control-plane
+	// alerts read its Deployment series).
+	KubeStateMetricsVersion = "v2.20.0"
 	// Packaging tools, built by `make tools-packaging` only.
 	HelmVersion      = "v4.3.2"
 	KustomizeVersion = "v5.8.2" // v5.8.3 needs Go 1.27
@@ -104,6 +108,7 @@ var (
 	Kwokctl               = Binary{"kwok", KwokVersion, "kwokctl"}
 	ControllerGen         = Binary{"controller-tools", ControllerToolsVersion, "controller-gen"}
 	PrometheusOperator    = Binary{"prometheus-operator", PrometheusOperatorVersion, "operator"}
+	KubeStateMetrics      = Binary{"kube-state-metrics", KubeStateMetricsVersion, "kube-state-metrics"}
 	Helm                  = Binary{"helm", HelmVersion, "helm"}
 	Kustomize             = Binary{"kustomize", KustomizeVersion, "kustomize"}
 )

@@ -55,6 +55,7 @@ func TestVersionsMatchBuildScript(t *testing.T) {
 		"KWOK_VERSION":                KwokVersion,
 		"CONTROLLER_TOOLS_VERSION":    ControllerToolsVersion,
 		"PROMETHEUS_OPERATOR_VERSION": PrometheusOperatorVersion,
+		"KUBE_STATE_METRICS_VERSION":  KubeStateMetricsVersion,
 		"HELM_VERSION":                HelmVersion,
 		"KUSTOMIZE_VERSION":           KustomizeVersion,
 	}

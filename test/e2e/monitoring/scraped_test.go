@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -83,7 +82,11 @@ func TestPrometheusOperatorScrapesVirtop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := devcluster.ApplyDir(ctx, env.Clients, probeCRDDir(t)); err != nil {
+	probe, err := devcluster.ProbeCRD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := devcluster.Apply(ctx, env.Clients, probe); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("applied %d CRDs from %s and prometheus-operator %s's Probe CRD", n, devcluster.MonitoringCRDDir, toolpaths.PrometheusOperatorVersion)
@@ -250,36 +253,6 @@ func startPrometheusOperator(t *testing.T, env *framework.Env, bin string) *fram
 	p.Start()
 	t.Logf("started prometheus-operator %s (pid %d), log %s", toolpaths.PrometheusOperatorVersion, p.PID(), p.LogPath)
 	return p
-}
-
-// probeCRDDir returns a directory holding prometheus-operator v0.85.0's
-// Probe CRD, from its module (downloaded by the Go command if missing).
-func probeCRDDir(t *testing.T) string {
-	t.Helper()
-	// The module's source is in the module cache, where `make tools`
-	// left it when it built prometheus-operator (the suite runs sealed, so
-	// nothing can be downloaded now).
-	cmd := exec.Command("go", "env", "GOMODCACHE")
-	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go env GOMODCACHE: %v", err)
-	}
-	mod := "github.com/prometheus-operator/prometheus-operator@" + toolpaths.PrometheusOperatorVersion
-	var info struct{ Dir string }
-	info.Dir = filepath.Join(strings.TrimSpace(string(out)), filepath.FromSlash(mod))
-	if _, err := os.Stat(info.Dir); err != nil {
-		t.Fatalf("%s is not in the module cache (%v): `make tools` builds prometheus-operator from it", mod, err)
-	}
-	raw, err := os.ReadFile(filepath.Join(info.Dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_probes.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "probes.yaml"), raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
 
 // virtopMonitoringObjects waits for virtop's ServiceMonitor and
