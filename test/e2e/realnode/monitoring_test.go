@@ -47,7 +47,7 @@ var realNodeAlerts = []string{
 // tunedFor is the `for:` the test gives controlPlaneDown through the
 // KubeVirtMonitoring resource, instead of the rule's 10 minutes, so that CI
 // does not wait 10 minutes (make test-all also runs the rule as rendered).
-const tunedFor = time.Minute
+const tunedFor = 20 * time.Second
 
 // TestMonitoringOnRealNode runs the monitoring as users have it: `virtop
 // up --prometheus before` on the real node, the operator a pod from the
