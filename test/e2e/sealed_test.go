@@ -20,7 +20,7 @@ import (
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
-// The local cluster is sealed (README, "How the local cluster is sealed"):
+// The local cluster is sealed (DEVELOPMENT.md, "How the local cluster is sealed"):
 // its API server and this suite run in the cluster's network namespace,
 // which has nothing but loopback. From there a dial to a fake pod's IP or a
 // Service's ClusterIP fails at once — no packet can leave the machine — and
