@@ -8,8 +8,11 @@ import (
 	"path/filepath"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
 	"github.com/virtop-dev/virtop/internal/vocab"
@@ -103,4 +106,46 @@ func (c *Cluster) ApplyUpstreamKubeVirt(ctx context.Context, out io.Writer, rele
 	fmt.Fprintf(out, "• Applied upstream's KubeVirt %s/%s (%s), the control plane placed on the real node, virt-handler on the fake nodes (%s)\n",
 		kv.GetNamespace(), kv.GetName(), m.KubeVirt, since(t0))
 	return nil
+}
+
+// DeleteManifest deletes every object of a manifest, in reverse order,
+// those already gone included; it does not wait for them to go. It returns
+// how many delete requests were accepted.
+func (c *Cluster) DeleteManifest(ctx context.Context, path string) (int, error) {
+	cl, err := c.Clients()
+	if err != nil {
+		return 0, err
+	}
+	objs, err := readObjects(path)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := len(objs) - 1; i >= 0; i-- {
+		obj := objs[i]
+		gvk := obj.GroupVersionKind()
+		mapping, err := cl.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if meta.IsNoMatchError(err) {
+			continue // its CRD went first
+		}
+		if err != nil {
+			return n, fmt.Errorf("%s: %s %s: %w", path, gvk.Kind, obj.GetName(), err)
+		}
+		var ri dynamic.ResourceInterface = cl.Dynamic.Resource(mapping.Resource)
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			ns := obj.GetNamespace()
+			if ns == "" {
+				ns = InstallNamespace
+			}
+			ri = cl.Dynamic.Resource(mapping.Resource).Namespace(ns)
+		}
+		switch err := ri.Delete(ctx, obj.GetName(), metav1.DeleteOptions{}); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return n, fmt.Errorf("%s: deleting %s %s: %w", path, gvk.Kind, obj.GetName(), err)
+		default:
+			n++
+		}
+	}
+	return n, nil
 }

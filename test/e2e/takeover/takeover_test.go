@@ -14,11 +14,14 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -47,8 +50,8 @@ const (
 	adoptWait = 5 * time.Minute
 )
 
-// TestTakeOverAndHandBack: upstream's own virt-operator of the catalog's
-// default release (built from upstream's source, its manifests written by
+// TestTakeOverAndHandBack: for the catalog's default release and the one
+// before it, upstream's own virt-operator (built from upstream's source, its manifests written by
 // upstream's manifest-templator) installs KubeVirt on the real node from
 // its release manifest, Available, with a VM running (its VMI on a fake
 // node). Then, while a client creates and deletes valid VMs and tries an
@@ -62,22 +65,41 @@ const (
 // and VMI not written, no workload rolled, every certificate kept at
 // adoption, and upstream's own pod templates when upstream runs again.
 func TestTakeOverAndHandBack(t *testing.T) {
-	// Ten minutes and more: make test-all's, beyond CI's budget
+	// Ten minutes and more a release: make test-all's, beyond CI's budget
 	// (test/e2e/adopt takes over on fake nodes in CI).
 	if !testreleases.All(t) {
 		t.Skipf("%s=default: the takeover on the real node runs in make test-all", testreleases.Env)
 	}
 	env := framework.Require(t)
-	rel := catalog.Default
-	if _, err := devcluster.FindUpstreamManifests(rel); err != nil {
-		t.Fatal(err)
+	// The default release, then the one before it (the release most
+	// installations upstream's operator runs today are at).
+	releases := []string{catalog.Default}
+	versions := catalog.Builtin().Versions()
+	if i := slices.Index(versions, catalog.Default); i >= 1 {
+		releases = append(releases, versions[i-1])
 	}
 	dist, took := framework.ReleaseManifests(t, env)
 	if took > 0 {
 		t.Logf("MEASURE make release-manifests: %s", took.Round(100*time.Millisecond))
 	}
-	ctx := context.Background()
 	c := env.Client(t)
+	for _, rel := range releases {
+		clean := true
+		t.Run(rel, func(t *testing.T) {
+			if _, err := devcluster.FindUpstreamManifests(rel); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { clean = wipe(t, env, c, rel, dist) }()
+			takeOver(t, env, c, dist, rel)
+		})
+		if !clean {
+			t.Fatalf("the cluster could not be emptied after %s: the next release is not tried", rel)
+		}
+	}
+}
+
+func takeOver(t *testing.T, env *framework.Env, c client.Client, dist, rel string) {
+	ctx := context.Background()
 	var out bytes.Buffer
 	progress := func(err error) {
 		t.Helper()
@@ -97,6 +119,18 @@ func TestTakeOverAndHandBack(t *testing.T) {
 		ok, why := framework.AvailableAt(rel)(kv)
 		return ok && kv.Status.ObservedDeploymentID != "", why
 	})
+	if rel != catalog.Default {
+		// docs/migrate.md, step 1: the release upstream runs pinned (virtop
+		// refuses an adoption that would upgrade), while upstream's operator
+		// still runs and acts on it.
+		pinImageTag(t, c, rel)
+		framework.WaitKubeVirt(t, c, "upstream's installation Available at "+rel+" pinned", waitLong, func(kv *kvv1.KubeVirt) (bool, string) {
+			ok, why := framework.AvailableAt(rel)(kv)
+			return ok && kv.Status.ObservedDeploymentID == kv.Status.TargetDeploymentID && kv.Status.TargetKubeVirtVersion == rel, why
+		})
+		waitRolledOut(t, c)
+		framework.QuietResourceVersionsManagedBy(t, c, vocab.UpstreamManagedByValue, quiet, waitLong)
+	}
 	upstreamID := mustKubeVirt(t, c).Status.ObservedDeploymentID
 	t.Logf("MEASURE upstream's operator %s: installed to Available in %s (deployment %s)", rel, time.Since(start).Round(100*time.Millisecond), upstreamID)
 	env.PrepareFakeNodesForVMs(t)
@@ -120,9 +154,6 @@ func TestTakeOverAndHandBack(t *testing.T) {
 	// 2. Upstream's operator stopped, virtop's release manifest applied
 	// (docs/migrate.md, step 2).
 	start = time.Now()
-	if rel != catalog.Default {
-		pinImageTag(t, c, rel) // step 1
-	}
 	framework.ScaleOperator(t, c, 0)
 	progress(env.Cluster.StartPodOperator(ctx, &out, devcluster.PodOperator{
 		Manifest: filepath.Join(dist, "virtop-operator.yaml"),
@@ -590,4 +621,98 @@ func templateDiff(a, b string) string {
 	}
 	walk("", ma, mb)
 	return strings.Join(out, "\n")
+}
+
+// wipe empties the cluster of what the release's case installed, with no
+// operator running (so nothing recreates what goes): the VMs, KubeVirt's
+// webhooks and APIServices (a registered APIService without a backend
+// would hang the namespace's deletion), the KubeVirt resource without its
+// finalizer, both operators' manifests, every object either labelled as
+// its own, and the install namespace. It reports whether that worked.
+func wipe(t *testing.T, env *framework.Env, c client.Client, rel, dist string) bool {
+	t.Helper()
+	ctx := context.Background()
+	ok := true
+	fail := func(what string, err error) {
+		if err != nil {
+			t.Errorf("emptying the cluster after %s: %s: %v", rel, what, err)
+			ok = false
+		}
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: installNS, Name: vocab.VirtOperator}, &appsv1.Deployment{}); err == nil {
+		framework.ScaleOperator(t, c, 0)
+	}
+	vms := env.Clients.Dynamic.Resource(framework.VMGVR).Namespace("default")
+	fail("deleting the VMs", vms.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
+	fail("the VMs and VMIs going", within(3*time.Minute, func() (bool, string) {
+		l, err := vms.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		li, err := env.Clients.Dynamic.Resource(framework.VMIGVR).Namespace("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(l.Items)+len(li.Items) == 0, fmt.Sprintf("%d VMs, %d VMIs left", len(l.Items), len(li.Items))
+	}))
+	kinds, err := ownership.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Webhooks and APIServices first, then the rest of either's.
+	first := func(gvk schema.GroupVersionKind) bool {
+		return gvk.Group == "admissionregistration.k8s.io" || gvk.Group == "apiregistration.k8s.io"
+	}
+	for _, pass := range []bool{true, false} {
+		for _, gvk := range kinds.Managed {
+			if first(gvk) != pass {
+				continue
+			}
+			for _, value := range []string{vocab.UpstreamManagedByValue, vocab.ManagedByValue} {
+				list := &unstructured.UnstructuredList{}
+				list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+				if err := c.List(ctx, list, client.MatchingLabels{vocab.ManagedByLabel: value}); err != nil {
+					continue
+				}
+				for i := range list.Items {
+					if err := c.Delete(ctx, &list.Items[i]); err != nil && !apierrors.IsNotFound(err) {
+						fail("deleting "+gvk.Kind+" "+list.Items[i].GetName(), err)
+					}
+				}
+			}
+		}
+	}
+	if kv := (&kvv1.KubeVirt{}); c.Get(ctx, framework.KubeVirtKey, kv) == nil {
+		orig := kv.DeepCopy()
+		kv.Finalizers = nil
+		fail("the KubeVirt resource's finalizers", c.Patch(ctx, kv, client.MergeFrom(orig)))
+		fail("deleting the KubeVirt resource", client.IgnoreNotFound(c.Delete(ctx, kv)))
+	}
+	m, err := devcluster.FindUpstreamManifests(rel)
+	fail("upstream's manifests", err)
+	for _, path := range []string{filepath.Join(dist, "virtop-operator.yaml"), m.Operator} {
+		_, err := env.Cluster.DeleteManifest(ctx, path)
+		fail("deleting "+path, err)
+	}
+	fail("deleting namespace "+installNS, client.IgnoreNotFound(c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: installNS}})))
+	fail("namespace "+installNS+" going", within(5*time.Minute, func() (bool, string) {
+		err := c.Get(ctx, client.ObjectKey{Name: installNS}, &corev1.Namespace{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("still there (%v)", err)
+	}))
+	return ok
+}
+
+// within waits until cond holds, at most timeout; the error says why not.
+func within(timeout time.Duration, cond func() (bool, string)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, why := cond()
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within %s: %s", timeout, why)
+		}
+		time.Sleep(time.Second)
+	}
 }
