@@ -405,7 +405,7 @@ func snap(t *testing.T, c client.Client) snapshot {
 // checkSameUIDs fails t for every object of upstream's (in before) gone or
 // replaced in after; it returns how many are now virtop's and which are
 // still upstream's.
-func checkSameUIDs(t *testing.T, before, after snapshot, during string) (virtops int, upstreams []string) {
+func checkSameUIDs(t testing.TB, before, after snapshot, during string) (virtops int, upstreams []string) {
 	t.Helper()
 	keys := make([]string, 0, len(before.uids))
 	for k := range before.uids {
@@ -429,7 +429,7 @@ func checkSameUIDs(t *testing.T, before, after snapshot, during string) (virtops
 }
 
 // checkNoRollout fails t for each workload whose revision moved.
-func checkNoRollout(t *testing.T, before, after map[string]int, during string) {
+func checkNoRollout(t testing.TB, before, after map[string]int, during string) {
 	t.Helper()
 	names := make([]string, 0, len(after))
 	for n := range after {
@@ -448,7 +448,7 @@ func checkNoRollout(t *testing.T, before, after map[string]int, during string) {
 
 // checkCertificatesKept fails t for each certificate Secret whose
 // certificate changed (re-issued) or that is gone.
-func checkCertificatesKept(t *testing.T, before, after map[string]string, during string) {
+func checkCertificatesKept(t testing.TB, before, after map[string]string, during string) {
 	t.Helper()
 	names := make([]string, 0, len(before))
 	for n := range before {
