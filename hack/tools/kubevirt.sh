@@ -24,6 +24,21 @@
 # written to a temporary file or directory and renamed into place, so an
 # interrupted run leaves nothing half-written.
 #
+# Upstream's release manifests are made here too, by upstream's own
+# generator: tools/manifest-templator is built from the same archive into
+#   <cache>/kubevirt-<release>/bin/manifest-templator
+# and run as upstream's hack/build-manifests.sh runs it for a release (first
+# --process-files, which includes manifests/generated/ — written by
+# upstream's tools/resource-generator and checked in with the source —,
+# then --process-vars with the release's values: namespace kubevirt,
+# container prefix ${KUBEVIRT_REGISTRY}, tag <release>, IfNotPresent,
+# verbosity 2), writing
+#   <cache>/kubevirt-<release>/manifests/kubevirt-operator.yaml
+#   <cache>/kubevirt-<release>/manifests/kubevirt-cr.yaml
+# (what upstream attaches to a release). Nothing of them is written by hand.
+# They are cached like the binaries; the templator's build does not repack
+# the images.
+#
 # The unpacked source is removed when the script ends: -trimpath keeps the
 # source's directory out of the Go build cache's keys, so a rebuild from a
 # fresh unpack still hits the cache (about 20 s plus the unpack), and
@@ -225,6 +240,65 @@ build_release() {
 	echo "packed ${#missing_images[@]} images of ${rel} in $((SECONDS - start))s: ${dir}/images"
 }
 
+# build_manifests RELEASE DIR TARBALL: builds upstream's manifest templator
+# (if missing) and writes the release manifests (if missing) into
+# DIR/manifests.
+build_manifests() {
+	local rel="$1" dir="$2" tarball="$3" work src out f start
+	local files=(kubevirt-operator kubevirt-cr)
+	local missing=()
+	# The operator's manifest names its image: another KUBEVIRT_REGISTRY
+	# makes it again.
+	grep -q "image: ${registry}/virt-operator:${rel}\$" "${dir}/manifests/kubevirt-operator.yaml" 2>/dev/null || missing+=(kubevirt-operator)
+	[[ -s "${dir}/manifests/kubevirt-cr.yaml" ]] || missing+=(kubevirt-cr)
+	if [[ -x "${dir}/bin/manifest-templator" && ${#missing[@]} -eq 0 ]]; then
+		echo "cached: ${dir}/manifests (kubevirt-operator.yaml, kubevirt-cr.yaml made by upstream's manifest-templator)"
+		return 0
+	fi
+	[[ -f "${tarball}" ]] || die "no ${tarball}: upstream's release manifests are made from its source"
+	verify_tarball "${tarball}"
+	work="$(mktemp -d "${cache}/.kubevirt-manifests-${rel}.XXXXXX")"
+	tmp_files+=("${work}")
+	src="${work}/kubevirt-${rel}"
+	start=${SECONDS}
+	if [[ ! -x "${dir}/bin/manifest-templator" ]]; then
+		tar -xzf "${tarball}" -C "${work}" || die "unpacking ${tarball} failed"
+		[[ -d "${src}/tools/manifest-templator" ]] || die "${tarball}: no tools/manifest-templator"
+		out="$(mktemp -d "${cache}/.kubevirt-templator.XXXXXX")"
+		tmp_files+=("${out}")
+		echo "building upstream's manifest-templator ${rel}..."
+		(cd "${src}" && GOFLAGS="-mod=vendor -buildvcs=false" "${GO}" build -trimpath -ldflags "-s -w" -o "${out}/manifest-templator" ./tools/manifest-templator) ||
+			die "building upstream's manifest-templator ${rel} failed (see the go output above)"
+		mkdir -p "${dir}/bin"
+		mv -f "${out}/manifest-templator" "${dir}/bin/manifest-templator"
+		echo "built ${dir}/bin/manifest-templator in $((SECONDS - start))s"
+		missing=("${files[@]}")
+	else
+		tar -xzf "${tarball}" -C "${work}" --wildcards "kubevirt-${rel}/manifests/*" "kubevirt-${rel}/assets/kubevirt_logo.png" ||
+			die "unpacking manifests/ of ${tarball} failed"
+	fi
+	mkdir -p "${dir}/manifests"
+	out="$(mktemp -d "${cache}/.kubevirt-manifests-out.XXXXXX")"
+	tmp_files+=("${out}")
+	for f in "${missing[@]}"; do
+		# As hack/build-manifests.sh: includes first, then the variables
+		# (run from the source's root: the logo's path is relative).
+		(cd "${src}" &&
+			"${dir}/bin/manifest-templator" --process-files --generated-manifests-dir="${src}/manifests/generated/" \
+				--input-file="${src}/manifests/release/${f}.yaml.in" >"${out}/${f}.yaml.in.tmp" &&
+			"${dir}/bin/manifest-templator" --process-vars --namespace=kubevirt --cdi-namespace=cdi \
+				--container-prefix="${registry}" --container-tag="${rel}" --csv-version="${rel#v}" \
+				--image-pull-policy=IfNotPresent --verbosity=2 --infra-replicas=0 --test-image-replicas=6 \
+				--package-name=kubevirt-operatorhub --quay-repository=kubevirt --kubevirt-logo-path=assets/kubevirt_logo.png \
+				--input-file="${out}/${f}.yaml.in.tmp" >"${out}/${f}.yaml") ||
+			die "upstream's manifest-templator failed on manifests/release/${f}.yaml.in"
+		# build-manifests.sh drops the empty last line go templating adds.
+		sed -i -e '${/^$/d;}' "${out}/${f}.yaml"
+		mv -f "${out}/${f}.yaml" "${dir}/manifests/${f}.yaml"
+	done
+	echo "wrote ${missing[*]/%/.yaml} of ${rel} with upstream's manifest-templator in $((SECONDS - start))s: ${dir}/manifests"
+}
+
 build_pause() {
 	local dir="${cache}/node-images" work start
 	mkdir -p "${dir}"
@@ -248,7 +322,10 @@ main() {
 	for arg in "$@"; do
 		case "${arg}" in
 		pause) build_pause ;;
-		*) build_release "${arg}" ;;
+		*)
+			build_release "${arg}"
+			build_manifests "${arg}" "${cache}/kubevirt-${arg}" "${upstream_src}/kubevirt-${arg}.tar.gz"
+			;;
 		esac
 	done
 }

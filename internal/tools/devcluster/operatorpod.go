@@ -82,14 +82,41 @@ func manifestImage(path string, objs []*unstructured.Unstructured) (string, erro
 // (--prometheus-namespaces, as HostOperatorFlags' operator does), and
 // waits for it to be Available.
 func (c *Cluster) startOperatorPod(ctx context.Context, out io.Writer, cl *Clients, po PodOperator) error {
-	if !c.HasRealNode() {
-		return fmt.Errorf("the operator runs as a pod only on the real node: start the cluster with --real-node")
-	}
-	objs, err := readObjects(po.Manifest)
+	const trust = "--prometheus-namespaces=" + MonitoringNamespace + ",openshift-monitoring"
+	return c.runOperatorPod(ctx, out, cl, po.Manifest, po.Image, true, func(c0 map[string]any) {
+		args, _, _ := unstructured.NestedStringSlice(c0, "args")
+		if !containsPrefix(args, "--prometheus-namespaces") {
+			_ = unstructured.SetNestedStringSlice(c0, append(args, trust), "args")
+		}
+	}, "with "+trust)
+}
+
+// StartPodOperator is what `up --operator-manifest` does: virtop's release
+// manifest applied (over whatever operator ran before: the Deployment
+// virt-operator is replaced in place) and its operator a pod on the real
+// node, Available.
+func (c *Cluster) StartPodOperator(ctx context.Context, out io.Writer, po PodOperator) error {
+	cl, err := c.Clients()
 	if err != nil {
 		return err
 	}
-	ref, err := manifestImage(po.Manifest, objs)
+	return c.startOperatorPod(ctx, out, cl, po)
+}
+
+// runOperatorPod imports image into the real node (named by the manifest
+// when byRef, by itself when it is a docker-archive), applies every object
+// of manifest with the Deployment virt-operator placed on the real node
+// (and its first container changed by container, if not nil: said by
+// what), and waits for the Deployment to be Available.
+func (c *Cluster) runOperatorPod(ctx context.Context, out io.Writer, cl *Clients, manifest, image string, byRef bool, container func(map[string]any), what string) error {
+	if !c.HasRealNode() {
+		return fmt.Errorf("the operator runs as a pod only on the real node: start the cluster with --real-node")
+	}
+	objs, err := readObjects(manifest)
+	if err != nil {
+		return err
+	}
+	ref, err := manifestImage(manifest, objs)
 	if err != nil {
 		return err
 	}
@@ -98,12 +125,16 @@ func (c *Cluster) startOperatorPod(ctx context.Context, out io.Writer, cl *Clien
 		return err
 	}
 	t0 := time.Now()
-	if err := c.RealNode(nil).ImportImage(ctx, tools, po.Image, ref); err != nil {
+	importRef := ""
+	if byRef {
+		importRef = ref
+	}
+	if err := c.RealNode(nil).ImportImage(ctx, tools, image, importRef); err != nil {
 		return err
 	}
-	// The manifest as it is, but for the Deployment's placement and trust,
-	// set before it is applied so that no pod of it ever lands on a fake node.
-	const trust = "--prometheus-namespaces=" + MonitoringNamespace + ",openshift-monitoring"
+	// The manifest as it is, but for the Deployment's placement (and
+	// container), set before it is applied so that no pod of it ever lands
+	// on a fake node.
 	for _, obj := range objs {
 		if obj.GetKind() == "Deployment" && obj.GetName() == OperatorDeployment {
 			sel, _, _ := unstructured.NestedStringMap(obj.Object, "spec", "template", "spec", "nodeSelector")
@@ -115,27 +146,25 @@ func (c *Cluster) startOperatorPod(ctx context.Context, out io.Writer, cl *Clien
 				return err
 			}
 			containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
-			if len(containers) > 0 {
-				c0 := containers[0].(map[string]any)
-				args, _, _ := unstructured.NestedStringSlice(c0, "args")
-				if !containsPrefix(args, "--prometheus-namespaces") {
-					_ = unstructured.SetNestedStringSlice(c0, append(args, trust), "args")
-				}
+			if len(containers) > 0 && container != nil {
+				container(containers[0].(map[string]any))
 				_ = unstructured.SetNestedSlice(obj.Object, containers, "spec", "template", "spec", "containers")
 			}
 		}
 	}
 	for _, obj := range objs {
 		if err := apply(ctx, cl, obj, InstallNamespace); err != nil {
-			return fmt.Errorf("%s: %w", po.Manifest, err)
+			return fmt.Errorf("%s: %w", manifest, err)
 		}
 	}
-	n := len(objs)
+	fmt.Fprintf(out, "• Applied the release manifest %s (%d objects), the operator's image %s imported into the real node\n  (Deployment %s placed on the real node%s)\n", manifest, len(objs), ref, OperatorDeployment, prefixed(", ", what))
 	deploys := cl.Kube.AppsV1().Deployments(InstallNamespace)
-	fmt.Fprintf(out, "• Applied the release manifest %s (%d objects), the operator's image %s imported into the real node\n  (Deployment %s placed on the real node, with %s)\n", po.Manifest, n, ref, OperatorDeployment, trust)
 	err = poll(ctx, 3*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
 		d, err := deploys.Get(ctx, OperatorDeployment, metav1.GetOptions{})
 		if err != nil {
+			return false, nil
+		}
+		if d.Status.ObservedGeneration < d.Generation {
 			return false, nil
 		}
 		for _, cond := range d.Status.Conditions {
@@ -150,6 +179,13 @@ func (c *Cluster) startOperatorPod(ctx context.Context, out io.Writer, cl *Clien
 	}
 	fmt.Fprintf(out, "• The operator runs as a pod on the real node: Deployment %s Available (%s)\n", OperatorDeployment, since(t0))
 	return nil
+}
+
+func prefixed(p, s string) string {
+	if s == "" {
+		return ""
+	}
+	return p + s
 }
 
 func containsPrefix(args []string, prefix string) bool {

@@ -52,6 +52,10 @@ type ClusterOptions struct {
 	// Release is the KubeVirt release whose images the real node loads
 	// (default: the catalog's default).
 	Release string
+	// NoBase leaves out the release manifest's base (virtop's CRDs,
+	// namespace, PriorityClass): a cluster where upstream's operator
+	// installs KubeVirt from its own manifest (StartUpstreamOperator).
+	NoBase bool
 }
 
 // Timings are measurements of Ensure.
@@ -127,6 +131,10 @@ func (c *Cluster) Ensure(ctx context.Context, out io.Writer, o ClusterOptions) (
 		}
 	}
 
+	if o.NoBase {
+		fmt.Fprintln(out, "• virtop's base (CRDs, namespace, PriorityClass) not applied")
+		return tm, nil
+	}
 	cl, err := c.Clients()
 	if err != nil {
 		return tm, err

@@ -9,19 +9,15 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
@@ -114,7 +110,7 @@ func adoptCase(t *testing.T, env *framework.Env, c client.Client, k kubectl, dir
 
 	// 1. Upstream's operator stopped; virtop's manifest applied over it;
 	// virtop's operator runs as the manifest's ServiceAccount.
-	scaleOperator(t, c, 0)
+	framework.ScaleOperator(t, c, 0)
 	k.run(t, "apply", "--server-side", "--force-conflicts", "--validate=strict", "-f", operatorYAML)
 	user, groups := framework.ServiceAccountUser(devcluster.InstallNamespace, "kubevirt-operator")
 	asOperator := framework.KubeconfigAs(t, env.Cluster.Kubeconfig(), t.TempDir(), user, groups)
@@ -139,7 +135,7 @@ func adoptCase(t *testing.T, env *framework.Env, c client.Client, k kubectl, dir
 	// The one documented rollout (docs/migrate.md, "What rolls"), counted
 	// by revision: a Deployment's revision and a DaemonSet's
 	// ControllerRevisions follow its pod template alone.
-	for name, n := range revisions(t, c) {
+	for name, n := range framework.Revisions(t, c) {
 		if n > 2 {
 			t.Errorf("%s: at revision %d after the adoption: more than the one documented rollout", name, n)
 		}
@@ -162,7 +158,7 @@ func adoptCase(t *testing.T, env *framework.Env, c client.Client, k kubectl, dir
 
 	// 3. Hand back: virtop's operator stopped, `virtop handback`.
 	op.Stop(30 * time.Second)
-	scaleOperator(t, c, 0)
+	framework.ScaleOperator(t, c, 0)
 	before := podTemplates(t, c)
 	var out string
 	poll.Eventually(t, "virtop handback to succeed", 2*time.Minute, func(ctx context.Context) (bool, error) {
@@ -400,27 +396,11 @@ func checkHandedBack(t *testing.T, c client.Client, inst *installation, sameRele
 	}
 }
 
-// workloads are the install namespace's Deployments and DaemonSets but
-// the operator's.
-func workloads(t *testing.T, c client.Client) ([]appsv1.Deployment, []appsv1.DaemonSet) {
-	t.Helper()
-	var deps appsv1.DeploymentList
-	var dss appsv1.DaemonSetList
-	if err := c.List(context.Background(), &deps, client.InNamespace(devcluster.InstallNamespace)); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.List(context.Background(), &dss, client.InNamespace(devcluster.InstallNamespace)); err != nil {
-		t.Fatal(err)
-	}
-	deps.Items = slices.DeleteFunc(deps.Items, func(d appsv1.Deployment) bool { return d.Name == vocab.VirtOperator })
-	return deps.Items, dss.Items
-}
-
 // podTemplates are the workloads' pod templates, as JSON, by name.
 func podTemplates(t *testing.T, c client.Client) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	deps, dss := workloads(t, c)
+	deps, dss := framework.Workloads(t, c)
 	for _, d := range deps {
 		b, _ := json.Marshal(d.Spec.Template)
 		out["Deployment "+d.Name] = string(b)
@@ -430,59 +410,6 @@ func podTemplates(t *testing.T, c client.Client) map[string]string {
 		out["DaemonSet "+d.Name] = string(b)
 	}
 	return out
-}
-
-// revisions are how many pod templates each workload has rolled out: a
-// Deployment's deployment.kubernetes.io/revision, a DaemonSet's number of
-// ControllerRevisions.
-func revisions(t *testing.T, c client.Client) map[string]int {
-	t.Helper()
-	out := map[string]int{}
-	deps, dss := workloads(t, c)
-	for _, d := range deps {
-		n, _ := strconv.Atoi(d.Annotations["deployment.kubernetes.io/revision"])
-		out["Deployment "+d.Name] = n
-	}
-	var revs appsv1.ControllerRevisionList
-	if err := c.List(context.Background(), &revs, client.InNamespace(devcluster.InstallNamespace)); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range dss {
-		n := 0
-		for _, r := range revs.Items {
-			if metav1.IsControlledBy(&r, &d) {
-				n++
-			}
-		}
-		out["DaemonSet "+d.Name] = n
-	}
-	return out
-}
-
-// scaleOperator sets the Deployment virt-operator's replicas and waits
-// until no pod of it is left (at 0).
-func scaleOperator(t *testing.T, c client.Client, replicas int32) {
-	t.Helper()
-	ctx := context.Background()
-	d := &appsv1.Deployment{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: devcluster.InstallNamespace, Name: vocab.VirtOperator}, d); err != nil {
-		t.Fatal(err)
-	}
-	orig := d.DeepCopy()
-	d.Spec.Replicas = ptr.To(replicas)
-	if err := c.Patch(ctx, d, client.MergeFrom(orig)); err != nil {
-		t.Fatal(err)
-	}
-	if replicas > 0 {
-		return
-	}
-	poll.Eventually(t, "the virt-operator pods gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		var pods corev1.PodList
-		if err := c.List(ctx, &pods, client.InNamespace(devcluster.InstallNamespace), client.MatchingLabels{vocab.AppLabel: vocab.VirtOperator}); err != nil {
-			return false, err
-		}
-		return len(pods.Items) == 0, fmt.Errorf("%d pods left", len(pods.Items))
-	})
 }
 
 // moveTo sets spec.imageTag, with the webhook patches of that release.

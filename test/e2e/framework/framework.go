@@ -19,6 +19,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/virtop-dev/virtop/internal/testing/testreleases"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 )
 
@@ -70,6 +71,14 @@ type Options struct {
 	// RealNode adds the real node (devcluster.ClusterOptions.RealNode),
 	// with the images of the default release loaded.
 	RealNode bool
+	// NoBase leaves virtop's base (CRDs, namespace, PriorityClass) off
+	// the cluster (devcluster.ClusterOptions.NoBase): a cluster upstream's
+	// operator installs.
+	NoBase bool
+	// AllReleasesOnly makes no cluster under VIRTOP_TEST_RELEASES=default
+	// (make test): the suite's tests run make test-all's cases only, and
+	// skip there (testreleases.All) without paying for a cluster.
+	AllReleasesOnly bool
 }
 
 var options Options
@@ -80,6 +89,10 @@ func MainWith(m *testing.M, o Options) int {
 	flag.Parse()
 	if testing.Short() {
 		fmt.Println("e2e: -short given: end-to-end tests skip")
+		return m.Run()
+	}
+	if o.AllReleasesOnly && os.Getenv(testreleases.Env) == "default" {
+		fmt.Printf("e2e: %s=default: this suite runs in make test-all only; no cluster, its tests skip\n", testreleases.Env)
 		return m.Run()
 	}
 	code, err := sealed(m)
@@ -195,8 +208,8 @@ func run(m *testing.M, dir, name string) (code int, err error) {
 		fmt.Printf("e2e: whole suite took %s\n", time.Since(suiteStart).Round(100*time.Millisecond))
 	}()
 	// The base `virtop up` installs: the release manifest's CRDs,
-	// namespace and PriorityClass.
-	env.Timings, err = env.Cluster.Ensure(ctx, os.Stdout, devcluster.ClusterOptions{Nodes: env.Nodes, RealNode: env.RealNode})
+	// namespace and PriorityClass (unless NoBase).
+	env.Timings, err = env.Cluster.Ensure(ctx, os.Stdout, devcluster.ClusterOptions{Nodes: env.Nodes, RealNode: env.RealNode, NoBase: options.NoBase})
 	if err != nil {
 		return 1, fmt.Errorf("creating the suite's cluster: %w", err)
 	}

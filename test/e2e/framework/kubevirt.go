@@ -110,12 +110,20 @@ var ManagedKinds = [][2]string{
 // resourceVersion.
 func ManagedResourceVersions(t testing.TB, c client.Client) map[string]string {
 	t.Helper()
+	return ResourceVersionsManagedBy(t, c, vocab.ManagedByValue)
+}
+
+// ResourceVersionsManagedBy is ManagedResourceVersions of the objects
+// whose app.kubernetes.io/managed-by label is managedBy (virtop's, or
+// upstream's virt-operator).
+func ResourceVersionsManagedBy(t testing.TB, c client.Client, managedBy string) map[string]string {
+	t.Helper()
 	out := map[string]string{}
 	for _, gvk := range ManagedKinds {
 		list := &unstructured.UnstructuredList{}
 		list.SetAPIVersion(gvk[0])
 		list.SetKind(gvk[1])
-		if err := c.List(context.Background(), list, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
+		if err := c.List(context.Background(), list, client.MatchingLabels{vocab.ManagedByLabel: managedBy}); err != nil {
 			t.Fatal(err)
 		}
 		for _, o := range list.Items {
@@ -133,11 +141,18 @@ func ManagedResourceVersions(t testing.TB, c client.Client) map[string]string {
 // changes made later. A control plane that never goes quiet fails the test.
 func QuietResourceVersions(t testing.TB, c client.Client, quiet, timeout time.Duration) map[string]string {
 	t.Helper()
-	last := ManagedResourceVersions(t, c)
+	return QuietResourceVersionsManagedBy(t, c, vocab.ManagedByValue, quiet, timeout)
+}
+
+// QuietResourceVersionsManagedBy is QuietResourceVersions of the objects
+// managedBy labels (ResourceVersionsManagedBy).
+func QuietResourceVersionsManagedBy(t testing.TB, c client.Client, managedBy string, quiet, timeout time.Duration) map[string]string {
+	t.Helper()
+	last := ResourceVersionsManagedBy(t, c, managedBy)
 	since := time.Now()
 	var written []string
-	took := poll.Eventually(t, fmt.Sprintf("virtop's objects unwritten for %s", quiet), timeout, func() (bool, string) {
-		now := ManagedResourceVersions(t, c)
+	took := poll.Eventually(t, fmt.Sprintf("the objects managed by %s unwritten for %s", managedBy, quiet), timeout, func() (bool, string) {
+		now := ResourceVersionsManagedBy(t, c, managedBy)
 		if changed := changedKeys(last, now); len(changed) > 0 {
 			last, since = now, time.Now()
 			written = append(written, changed...)
@@ -145,7 +160,7 @@ func QuietResourceVersions(t testing.TB, c client.Client, quiet, timeout time.Du
 		}
 		return time.Since(since) >= quiet, ""
 	})
-	t.Logf("virtop's objects quiet for %s after %s; written meanwhile: %v", quiet, took.Round(100*time.Millisecond), written)
+	t.Logf("the objects managed by %s quiet for %s after %s; written meanwhile: %v", managedBy, quiet, took.Round(100*time.Millisecond), written)
 	return last
 }
 

@@ -27,8 +27,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -53,8 +51,7 @@ const (
 	waitLong = 6 * time.Minute
 )
 
-var vmGVR = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachines"}
-var vmiGVR = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachineinstances"}
+var vmGVR, vmiGVR = framework.VMGVR, framework.VMIGVR
 
 // TestUpstreamControlPlaneOnRealNode installs each release it covers
 // (testreleases: the default one in make test, every one in make test-all)
@@ -309,36 +306,10 @@ func checkAPIServicesAvailable(t *testing.T, c client.Client) {
 	})
 }
 
-func vm(name, runStrategy string, withBadDisk bool) *unstructured.Unstructured {
-	disks := []any{map[string]any{"name": "containerdisk", "disk": map[string]any{"bus": "virtio"}}}
-	volumes := []any{map[string]any{"name": "containerdisk", "containerDisk": map[string]any{"image": "quay.io/kubevirt/cirros-container-disk-demo:v1.9.0"}}}
-	if withBadDisk {
-		// A disk without a volume of its name: upstream's validator refuses it.
-		disks = append(disks, map[string]any{"name": "orphan", "disk": map[string]any{"bus": "virtio"}})
-	}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "kubevirt.io/v1",
-		"kind":       "VirtualMachine",
-		"metadata":   map[string]any{"name": name, "namespace": "default"},
-		"spec": map[string]any{
-			"runStrategy": runStrategy,
-			"template": map[string]any{
-				"spec": map[string]any{
-					"domain": map[string]any{
-						"devices":   map[string]any{"disks": disks},
-						"resources": map[string]any{"requests": map[string]any{"memory": "64Mi"}},
-					},
-					"volumes": volumes,
-				},
-			},
-		},
-	}}
-}
-
 func checkAdmission(t *testing.T, env *framework.Env, rel string) {
 	ctx := context.Background()
 	vms := env.Clients.Dynamic.Resource(vmGVR).Namespace("default")
-	_, err := vms.Create(ctx, vm("refused", "Halted", true), metav1.CreateOptions{})
+	_, err := vms.Create(ctx, framework.VM("refused", "Halted", true), metav1.CreateOptions{})
 	if err == nil {
 		t.Fatal("a VM with a disk that names no volume was accepted; upstream's validator refuses it")
 	}
@@ -347,7 +318,7 @@ func checkAdmission(t *testing.T, env *framework.Env, rel string) {
 	if !strings.Contains(msg, "virtualmachine-validator.kubevirt.io") || !strings.Contains(msg, "orphan") {
 		t.Errorf("the refusal is not upstream's validator naming the disk: %s", msg)
 	}
-	got, err := vms.Create(ctx, vm("accepted", "Halted", false), metav1.CreateOptions{})
+	got, err := vms.Create(ctx, framework.VM("accepted", "Halted", false), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("a valid VM was refused: %v", err)
 	}
@@ -394,28 +365,9 @@ func checkVirtctlVersion(t *testing.T, env *framework.Env, rel string) {
 
 func checkVMStarts(t *testing.T, env *framework.Env) {
 	ctx := context.Background()
-	// A real virt-handler labels its node schedulable for VMs and its node
-	// labeller the machine types the host runs; kwok's fake ones do not, so
-	// the test does it for them (and only them), as virt-handler would.
-	nodes, err := env.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "type=kwok"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Its device plugins advertise /dev/kvm, tun and vhost-net, which a
-	// virt-launcher pod requests, and the fake nodes need ephemeral storage.
-	devices := `{"devices.kubevirt.io/kvm":"1k","devices.kubevirt.io/tun":"1k","devices.kubevirt.io/vhost-net":"1k","ephemeral-storage":"100Gi"}`
-	for _, n := range nodes.Items {
-		patch := []byte(`{"metadata":{"labels":{"kubevirt.io/schedulable":"true","machine-type.node.kubevirt.io/q35":"true"}}}`)
-		if _, err := env.Kube.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		status := []byte(`{"status":{"capacity":` + devices + `,"allocatable":` + devices + `}}`)
-		if _, err := env.Kube.CoreV1().Nodes().Patch(ctx, n.Name, types.StrategicMergePatchType, status, metav1.PatchOptions{}, "status"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	env.PrepareFakeNodesForVMs(t)
 	vms := env.Clients.Dynamic.Resource(vmGVR).Namespace("default")
-	if _, err := vms.Create(ctx, vm("running", "Always", false), metav1.CreateOptions{}); err != nil {
+	if _, err := vms.Create(ctx, framework.VM("running", "Always", false), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating a VM with runStrategy Always: %v", err)
 	}
 	t.Cleanup(func() { _ = vms.Delete(context.Background(), "running", metav1.DeleteOptions{}) })
@@ -669,7 +621,7 @@ func checkRotationUnderLoad(t *testing.T, env *framework.Env, c client.Client, r
 	var looks []look
 	for i := 0; time.Now().Before(deadline); i++ {
 		name := fmt.Sprintf("rotation-%d", i)
-		if _, err := vms.Create(ctx, vm(name, "Halted", false), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		if _, err := vms.Create(ctx, framework.VM(name, "Halted", false), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 			refused++
 			if len(refusals) < 5 {
 				refusals = append(refusals, fmt.Sprintf("%s: %v", time.Now().Format(time.TimeOnly), err))

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
@@ -59,7 +57,7 @@ func TestUpgradeOnRealNode(t *testing.T) {
 
 	rec := env.RecordConditions(t)
 	defer rec.Stop()
-	load := startLoad(env)
+	load := env.StartVMLoad(framework.VMLoadOptions{Prefix: "upgrade", DryRun: true})
 	start := time.Now()
 	kv := &kvv1.KubeVirt{}
 	if err := c.Get(ctx, framework.KubeVirtKey, kv); err != nil {
@@ -74,7 +72,12 @@ func TestUpgradeOnRealNode(t *testing.T) {
 	took := time.Since(start)
 	// A little more load after the rollout: the last replaced pods serve.
 	time.Sleep(10 * time.Second)
-	sent, refusals := load.stop()
+	attempts := load.Stop()
+	sent := len(attempts)
+	var refusals []string
+	for _, a := range framework.Failures(attempts) {
+		refusals = append(refusals, a.String())
+	}
 	t.Logf("MEASURE upgrade %s -> %s on the real node: Available at %s after %s; %d VM creates (dry run) during it, %d refused",
 		from, to, to, took.Round(100*time.Millisecond), sent, len(refusals))
 	if len(refusals) > 0 {
@@ -89,47 +92,4 @@ func TestUpgradeOnRealNode(t *testing.T) {
 	if t.Failed() {
 		t.Logf("operator log:\n%s", op.Log())
 	}
-}
-
-// load creates VMs (dry run) through the webhooks until stopped.
-type load struct {
-	done     chan struct{}
-	wg       sync.WaitGroup
-	mu       sync.Mutex
-	sent     int
-	refusals []string
-}
-
-func startLoad(env *framework.Env) *load {
-	l := &load{done: make(chan struct{})}
-	vms := env.Clients.Dynamic.Resource(vmGVR).Namespace("default")
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-l.done:
-				return
-			case <-time.After(250 * time.Millisecond):
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			_, err := vms.Create(ctx, vm(fmt.Sprintf("upgrade-%d", i), "Halted", false), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-			cancel()
-			l.mu.Lock()
-			l.sent++
-			if err != nil {
-				l.refusals = append(l.refusals, fmt.Sprintf("%s: %v", time.Now().Format(time.TimeOnly), err))
-			}
-			l.mu.Unlock()
-		}
-	}()
-	return l
-}
-
-func (l *load) stop() (int, []string) {
-	close(l.done)
-	l.wg.Wait()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.sent, l.refusals
 }
