@@ -26,11 +26,11 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/apply"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/certs"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/inventory"
 	"github.com/virtop-dev/virtop/internal/plan"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/storagemigration"
 	"github.com/virtop-dev/virtop/internal/strategy/store"
 )
@@ -46,7 +46,7 @@ type Reconciler struct {
 	// Catalog is what this operator renders in process; a tuning is
 	// checked against its rules, and a refused upgrade names the next
 	// version from it.
-	Catalog catalog.Catalog
+	Catalog release.Catalog
 	// Strategies resolves the install strategy of a config and keeps the
 	// strategy ConfigMaps.
 	Strategies *store.Store

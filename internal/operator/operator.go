@@ -42,11 +42,11 @@ import (
 	virtopv1alpha1 "github.com/virtop-dev/virtop/api/v1alpha1"
 	"github.com/virtop-dev/virtop/internal/apply"
 	"github.com/virtop-dev/virtop/internal/capability"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/controller"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/ownership"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/storagemigration"
 	"github.com/virtop-dev/virtop/internal/strategy/stage"
@@ -137,7 +137,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	// a copy, so the caller's config is not wrapped twice.
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(countRequests)
-	cat := catalog.Builtin()
+	cat := release.Builtin()
 	if len(opts.CatalogVersions) > 0 {
 		var err error
 		if cat, err = cat.Restrict(opts.CatalogVersions); err != nil {

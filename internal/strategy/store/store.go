@@ -29,11 +29,11 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/apply"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/faultpoint"
 	"github.com/virtop-dev/virtop/internal/inventory"
 	"github.com/virtop-dev/virtop/internal/recent"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategyjob"
 	"github.com/virtop-dev/virtop/internal/vocab"
@@ -73,7 +73,7 @@ type Store struct {
 	// Applier writes them, skipping a ConfigMap already as desired.
 	Applier *apply.Applier
 	// Catalog is what this operator renders in process.
-	Catalog catalog.Catalog
+	Catalog release.Catalog
 	// Jobs runs the strategy Job; nil makes a version outside the catalog
 	// a configuration error.
 	Jobs Jobs
@@ -200,7 +200,7 @@ func (s *Store) load(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.Deploym
 		// No Job, so no ConfigMap of a version outside the catalog is
 		// virtop's: none is read.
 		return Resolution{Invalid: fmt.Errorf("spec.imageTag: %w; set the operator's --strategy-image to a virtop image whose catalog has it",
-			&catalog.NotInCatalogError{Version: cfg.Version, Have: s.Catalog.Versions()})}, nil
+			&release.NotInCatalogError{Version: cfg.Version, Have: s.Catalog.Versions()})}, nil
 	}
 	cm := &corev1.ConfigMap{}
 	err := s.Client.Get(ctx, client.ObjectKey{Namespace: kv.Namespace, Name: strategy.ConfigMapName(cfg.ID)}, cm)

@@ -17,9 +17,9 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/apply"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/inventory"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategy/store"
@@ -146,8 +146,8 @@ func TestResolveCatalogVersion(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	rec := events.NewFakeRecorder(16)
-	s := &store.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: catalog.Builtin(), Recorder: rec}
-	kv, cfg := newConfig(t, ns, catalog.Default, nil)
+	s := &store.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: release.Builtin(), Recorder: rec}
+	kv, cfg := newConfig(t, ns, release.Default, nil)
 
 	res, err := s.Resolve(ctx, kv, cfg)
 	if err != nil || res.Strategy == nil || res.Strategy.ID != cfg.ID {
@@ -205,8 +205,8 @@ func TestResolveInvalid(t *testing.T) {
 	env := testenv.Get(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	s := &store.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: catalog.Builtin()}
-	kv, cfg := newConfig(t, ns, catalog.Default, func(kv *kvv1.KubeVirt) {
+	s := &store.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: release.Builtin()}
+	kv, cfg := newConfig(t, ns, release.Default, func(kv *kvv1.KubeVirt) {
 		kv.Spec.CustomizeComponents.Patches = []kvv1.CustomizeComponentsPatch{{ResourceName: "virt-api", ResourceType: "Deployment",
 			Type: kvv1.MergePatchType, Patch: `{"spec":{"replicaz":3}}`}}
 	})
@@ -233,9 +233,9 @@ func TestResolveInvalid(t *testing.T) {
 	}
 }
 
-func restricted(t *testing.T, versions ...string) catalog.Catalog {
+func restricted(t *testing.T, versions ...string) release.Catalog {
 	t.Helper()
-	c, err := catalog.Builtin().Restrict(versions)
+	c, err := release.Builtin().Restrict(versions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestCollect(t *testing.T) {
 	env := testenv.Get(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	s := &store.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: catalog.Builtin()}
+	s := &store.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: release.Builtin()}
 	ids := []string{"aaaaaaaaaa01", "bbbbbbbbbb02", "cccccccccc03", "dddddddddd04"}
 	inv := &inventory.Inventory{}
 	for i, id := range ids {

@@ -21,7 +21,7 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	virtopconfig "github.com/virtop-dev/virtop/config"
-	"github.com/virtop-dev/virtop/internal/catalog"
+	catalog "github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/tools/podless"
 	"github.com/virtop-dev/virtop/internal/tools/proc"
 	"github.com/virtop-dev/virtop/internal/tools/realnode"
