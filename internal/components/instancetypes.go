@@ -18,7 +18,7 @@ import (
 
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/release"
-	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/stage"
 )
 
 // The common instancetypes and preferences are published data of the

@@ -10,7 +10,7 @@ import (
 
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/release"
-	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/stage"
 )
 
 // Names of the common-instancetypes bundles KubeVirt embeds

@@ -13,7 +13,7 @@ import (
 
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/release"
-	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/stage"
 )
 
 // Expected values are upstream KubeVirt v1.5.3's (components/prometheus.go,

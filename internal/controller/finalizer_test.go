@@ -16,7 +16,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/apply"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/release"
-	"github.com/virtop-dev/virtop/internal/strategy/store"
+	"github.com/virtop-dev/virtop/internal/strategystore"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
 	"github.com/virtop-dev/virtop/internal/tools/podless"
@@ -30,7 +30,7 @@ const holdFinalizer = "example.com/hold"
 func finalizerReconciler(c client.Client, ns string) *Reconciler {
 	applier := apply.New(c)
 	return &Reconciler{Client: c, APIReader: c, Settings: config.Settings{Namespace: ns}, Catalog: release.Builtin(),
-		Strategies: &store.Store{Client: c, Applier: applier, Catalog: release.Builtin()},
+		Strategies: &strategystore.Store{Client: c, Applier: applier, Catalog: release.Builtin()},
 		Applier:    applier, Capabilities: fixedCapabilities{}}
 }
 

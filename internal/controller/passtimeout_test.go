@@ -16,7 +16,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/release"
-	"github.com/virtop-dev/virtop/internal/strategy/store"
+	"github.com/virtop-dev/virtop/internal/strategystore"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
 	"github.com/virtop-dev/virtop/internal/tools/podless"
 )
@@ -43,7 +43,7 @@ func TestPassTimeout(t *testing.T) {
 	t.Cleanup(cancel)
 	applier := apply.New(c)
 	r := &Reconciler{Client: c, APIReader: c, Settings: config.Settings{Namespace: ns}, Catalog: release.Builtin(),
-		Strategies: &store.Store{Client: c, Applier: applier, Catalog: release.Builtin()},
+		Strategies: &strategystore.Store{Client: c, Applier: applier, Catalog: release.Builtin()},
 		Applier:    applier, Capabilities: blockedCapabilities{}, Recorder: events.NewFakeRecorder(1000),
 		PassTimeout: 3 * time.Second}
 	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}

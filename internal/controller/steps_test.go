@@ -24,9 +24,9 @@ import (
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/release"
+	"github.com/virtop-dev/virtop/internal/stage"
 	"github.com/virtop-dev/virtop/internal/strategy"
-	"github.com/virtop-dev/virtop/internal/strategy/stage"
-	"github.com/virtop-dev/virtop/internal/strategy/store"
+	"github.com/virtop-dev/virtop/internal/strategystore"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
 	"github.com/virtop-dev/virtop/internal/tools/podless"
@@ -180,7 +180,7 @@ func TestStepsAlone(t *testing.T) {
 	rec := events.NewFakeRecorder(1000)
 	applier := apply.New(c)
 	r := &Reconciler{Client: c, APIReader: c, Settings: config.Settings{Namespace: ns}, Catalog: release.Builtin(),
-		Strategies: &store.Store{Client: c, Applier: applier, Catalog: release.Builtin()},
+		Strategies: &strategystore.Store{Client: c, Applier: applier, Catalog: release.Builtin()},
 		Applier:    applier, Capabilities: fixedCapabilities{}, Recorder: rec}
 	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}
 	if err := podless.Prepare(kv); err != nil {

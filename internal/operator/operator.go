@@ -48,10 +48,9 @@ import (
 	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/stage"
 	"github.com/virtop-dev/virtop/internal/storagemigration"
-	"github.com/virtop-dev/virtop/internal/strategy/stage"
-	"github.com/virtop-dev/virtop/internal/strategy/store"
-	"github.com/virtop-dev/virtop/internal/strategyjob"
+	"github.com/virtop-dev/virtop/internal/strategystore"
 	"github.com/virtop-dev/virtop/internal/version"
 	"github.com/virtop-dev/virtop/internal/vocab"
 	kvwebhook "github.com/virtop-dev/virtop/internal/webhook"
@@ -223,9 +222,9 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	applier.Reader = mgr.GetAPIReader()
 	applier.InstallNamespaceOnly = kinds.InstallNamespaceOnly()
 	recorder := mgr.GetEventRecorder("virtop")
-	strategies := &store.Store{Client: guarded, Applier: applier, Catalog: cat, Recorder: recorder}
+	strategies := &strategystore.Store{Client: guarded, Applier: applier, Catalog: cat, Recorder: recorder}
 	if opts.StrategyImage != "" {
-		strategies.Jobs = strategyjob.New(mgr.GetClient(), mgr.GetAPIReader(), opts.StrategyImage)
+		strategies.Jobs = strategystore.NewRunner(mgr.GetClient(), mgr.GetAPIReader(), opts.StrategyImage)
 	}
 	r := &controller.Reconciler{
 		Client:    guarded,

@@ -26,8 +26,8 @@ import (
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/release"
+	"github.com/virtop-dev/virtop/internal/stage"
 	"github.com/virtop-dev/virtop/internal/strategy"
-	"github.com/virtop-dev/virtop/internal/strategy/stage"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -94,7 +94,7 @@ type Vanishing struct {
 // Fixed extras: what no strategy renders.
 var (
 	// StrategyJob is the kind of the dump-install-strategy Job
-	// (internal/strategyjob), watched but cleaned up by its runner.
+	// (internal/strategystore), watched but cleaned up by its runner.
 	StrategyJob = schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}
 	// ownWatchGroups are the API groups whose managed kinds the operator
 	// watches in caches of their own (capability.Watches).
