@@ -84,7 +84,7 @@ func sccCRD() *apiextv1.CustomResourceDefinition {
 	}
 }
 
-// monitoringCRD reads one of the prometheus-operator CRDs of test/crds.
+// monitoringCRD reads one of the prometheus-operator CRDs of internal/tools/crds.
 func monitoringCRD(t *testing.T, file string) *apiextv1.CustomResourceDefinition {
 	t.Helper()
 	root, err := testenv.RepoRoot()

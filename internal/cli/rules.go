@@ -14,9 +14,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/virtop-dev/virtop/internal/monitoring/rules"
-	"github.com/virtop-dev/virtop/internal/monitoring/ruletest"
 	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/tools/ruletest"
 )
 
 func init() { register(newRulesCommand) }

@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/virtop-dev/virtop/test/crds"
+	"github.com/virtop-dev/virtop/internal/tools/crds"
 )
 
 // PrometheusMode says whether and when `up` installs a Prometheus stack.
@@ -80,7 +80,7 @@ func prometheusObjects() []*unstructured.Unstructured {
 }
 
 // installPrometheus applies the monitoring.coreos.com CRDs (embedded from
-// test/crds/monitoring), then the Prometheus objects.
+// internal/tools/crds/monitoring), then the Prometheus objects.
 func installPrometheus(ctx context.Context, cl *Clients) error {
 	if _, err := applyFS(ctx, cl, crds.FS, crds.Monitoring()); err != nil {
 		return err

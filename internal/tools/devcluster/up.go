@@ -30,8 +30,8 @@ import (
 )
 
 // MonitoringCRDDir holds the monitoring.coreos.com CRDs in the checkout
-// (embedded in the binary by the test/crds package, which `up` applies).
-const MonitoringCRDDir = "test/crds/monitoring"
+// (embedded in the binary by the internal/tools/crds package, which `up` applies).
+const MonitoringCRDDir = "internal/tools/crds/monitoring"
 
 // ClusterOptions shape the cluster itself.
 type ClusterOptions struct {
