@@ -229,14 +229,15 @@ func withOperator(ms []Metric) []Metric {
 	return out
 }
 
-// releases lists the releases with metric data, sorted.
+// releases lists the releases with metric data, oldest first (release
+// order: v1.10.0 after v1.9.0).
 func releases() []string {
 	loadOnce.Do(func() { loaded, loadErr = loadReleases() })
 	out := make([]string, 0, len(loaded))
 	for v := range loaded {
 		out = append(out, v)
 	}
-	sort.Strings(out)
+	sort.Slice(out, func(a, b int) bool { return release.Less(out[a], out[b]) })
 	return out
 }
 

@@ -112,13 +112,14 @@ func Base(name string) string {
 	return b.RuleSet
 }
 
-// Names lists the known rule sets, sorted.
+// Names lists the known rule sets, oldest release first (v1.10.0 after
+// v1.9.0).
 func Names() []string {
 	out := make([]string, 0, len(ruleSets))
 	for n := range ruleSets {
 		out = append(out, n)
 	}
-	sort.Strings(out)
+	sort.Slice(out, func(i, j int) bool { return release.Less(out[i], out[j]) })
 	return out
 }
 
