@@ -18,10 +18,10 @@ DEMO_DIST ?= dist/demo
 # The releases whose source is at hand (hack/tools/kubevirt.sh's default place).
 UPSTREAM_RELEASES = $(sort $(patsubst kubevirt-%.tar.gz,%,$(notdir $(wildcard $(or $(VIRTOP_UPSTREAM_SRC),../shared/upstream-src)/kubevirt-v*.tar.gz))))
 
-# The default release (internal/catalog): what the real node runs in make
+# The default release (internal/release.Default): what the real node runs in make
 # test. The upgrade on the real node (from the release before it) runs only
 # with TEST_RELEASES=all, which builds every release.
-DEFAULT_RELEASE = $(shell sed -n 's/^const Default = "\(v[^"]*\)"$$/\1/p' internal/catalog/catalog.go)
+DEFAULT_RELEASE = $(shell sed -n 's/^const Default = "\(v[^"]*\)"$$/\1/p' internal/release/catalog.go)
 E2E_KUBEVIRT_RELEASES = $(filter $(DEFAULT_RELEASE),$(UPSTREAM_RELEASES))
 
 .PHONY: test-e2e

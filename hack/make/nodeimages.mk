@@ -6,9 +6,9 @@
 # On a machine that reaches quay.io the published KubeVirt images are used
 # instead. docs/node-images.md says more.
 
-# The catalog's default release (internal/catalog.Default); several may be
+# The catalog's default release (internal/release.Default); several may be
 # given: KUBEVIRT_RELEASE="v1.8.4 v1.9.0".
-KUBEVIRT_RELEASE ?= $(shell sed -n 's/^const Default = "\(v[^"]*\)"$$/\1/p' internal/catalog/catalog.go)
+KUBEVIRT_RELEASE ?= $(shell sed -n 's/^const Default = "\(v[^"]*\)"$$/\1/p' internal/release/catalog.go)
 # The registry part of the KubeVirt images' names; the install strategy
 # names its images after the KubeVirt resource's imageRegistry.
 KUBEVIRT_REGISTRY ?= quay.io/kubevirt

@@ -11,4 +11,4 @@ RULES_TIMEOUT ?= 30m
 .PHONY: test-rules-promtool
 test-rules-promtool: ## promtool and `virtop rules test` agree on every rule test; promtool accepts the rule files (TEST_RELEASES=default|all)
 	@test -x "$(PROMTOOL)" || { echo "promtool not found at $(PROMTOOL) (Debian package prometheus); set PROMTOOL="; exit 1; }
-	$(call gotest,rules-promtool,-count=1 -timeout $(RULES_TIMEOUT) -run '^(TestPromtoolAgrees|TestPromtoolChecksRuleFiles|TestPromtoolChecksCLIRuleFile)$$' ./internal/monitoring/ruletest/ ./internal/cli/,VIRTOP_PROMTOOL=$(PROMTOOL))
+	$(call gotest,rules-promtool,-count=1 -timeout $(RULES_TIMEOUT) -run '^(TestPromtoolAgrees|TestPromtoolChecksRuleFiles|TestPromtoolChecksCLIRuleFile)$$' ./internal/tools/ruletest/ ./internal/cli/,VIRTOP_PROMTOOL=$(PROMTOOL))

@@ -33,7 +33,7 @@ controller-gen: ## Build controller-gen into the cache if missing
 	@hack/tools/build.sh controller-gen
 
 .PHONY: monitoring-crds
-monitoring-crds: controller-gen ## Regenerate test/crds/monitoring from the prometheus-operator API module
+monitoring-crds: controller-gen ## Regenerate internal/tools/crds/monitoring from the prometheus-operator API module
 	CONTROLLER_GEN=$(CONTROLLER_GEN) hack/tools/monitoring-crds.sh
 
 .PHONY: gitops-crds

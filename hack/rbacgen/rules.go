@@ -119,7 +119,7 @@ func configMapRules(names []string) []ownRule {
 
 // strategyJobRules are what the dump-install-strategy Job's ServiceAccount
 // (vocab.StrategyJobServiceAccount) may do, in the install namespace only:
-// what `virtop dump-install-strategy` (internal/cli/dumpinstallstrategy.go)
+// what `virtop dump-install-strategy` (internal/strategystore/pod.go)
 // does, nothing more. Its Role ships with the operator's (config/rbac, the
 // chart); the operator creates no RBAC of its own at run time.
 var strategyJobRules = []ownRule{

@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/ownership"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategy"
 )
 
@@ -148,7 +148,7 @@ func TestNamedRules(t *testing.T) {
 		}
 	}
 	rendered["ServiceMonitor"], rendered["PrometheusRule"] = monitoring, monitoring
-	for _, v := range catalog.Builtin().Versions() {
+	for _, v := range release.Builtin().Versions() {
 		objs, err := render(v)
 		if err != nil {
 			t.Fatal(err)

@@ -31,7 +31,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/scheme"
-	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/stage"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
 	"github.com/virtop-dev/virtop/internal/vocab"
@@ -84,7 +84,7 @@ func sccCRD() *apiextv1.CustomResourceDefinition {
 	}
 }
 
-// monitoringCRD reads one of the prometheus-operator CRDs of test/crds.
+// monitoringCRD reads one of the prometheus-operator CRDs of internal/tools/crds.
 func monitoringCRD(t *testing.T, file string) *apiextv1.CustomResourceDefinition {
 	t.Helper()
 	root, err := testenv.RepoRoot()

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 )
 
@@ -76,7 +76,7 @@ func completeNamespaces(cmd *cobra.Command, f *clusterFlags, prefix string) []st
 
 // completeVersions completes the catalog's KubeVirt versions.
 func completeVersions(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-	return catalog.Builtin().Versions(), cobra.ShellCompDirectiveNoFileComp
+	return release.Builtin().Versions(), cobra.ShellCompDirectiveNoFileComp
 }
 
 // completeClusterNames lists the local clusters that have a state

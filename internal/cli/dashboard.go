@@ -6,9 +6,9 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/dashboard"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -69,7 +69,7 @@ leaves it out. It prints the dashboard's JSON for Grafana's import, or with
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&rf.version, "version", "", "KubeVirt version whose dashboard to print (default: the catalog default, "+catalog.Default+")")
+	cmd.Flags().StringVar(&rf.version, "version", "", "KubeVirt version whose dashboard to print (default: the catalog default, "+release.Default+")")
 	cmd.Flags().StringVar(&rf.namespace, "namespace", "", "install namespace the queries select in (default kubevirt)")
 	cmd.Flags().BoolVar(&asConfigMap, "as-configmap", false, "print the ConfigMap that ships the dashboard (YAML) instead of the dashboard's JSON")
 	return cmd
@@ -77,7 +77,7 @@ leaves it out. It prints the dashboard's JSON for Grafana's import, or with
 
 // dashboardConfigMap renders the strategy of a release and returns its
 // dashboard ConfigMap.
-func dashboardConfigMap(r catalog.Release, namespace string) (*corev1.ConfigMap, error) {
+func dashboardConfigMap(r *release.Release, namespace string) (*corev1.ConfigMap, error) {
 	f := renderFlags{version: r.Version, namespace: namespace}
 	s, err := f.generate()
 	if err != nil {

@@ -9,13 +9,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/scheme"
-	"github.com/virtop-dev/virtop/internal/strategy"
-	"github.com/virtop-dev/virtop/internal/strategyjob"
+	"github.com/virtop-dev/virtop/internal/strategystore"
 	"github.com/virtop-dev/virtop/internal/tools/progress"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
@@ -30,8 +27,8 @@ func newDumpInstallStrategyCommand() *cobra.Command {
 	var kube *clusterFlags
 	cmd := &cobra.Command{
 		Use:   "dump-install-strategy",
-		Short: "Render the install strategy named by $" + strategyjob.EnvDeploymentConfig + " and write its ConfigMap (what the strategy Job runs)",
-		Long: `Render the install strategy of the deployment config in $` + strategyjob.EnvDeploymentConfig + `
+		Short: "Render the install strategy named by $" + strategystore.EnvDeploymentConfig + " and write its ConfigMap (what the strategy Job runs)",
+		Long: `Render the install strategy of the deployment config in $` + strategystore.EnvDeploymentConfig + `
 (JSON, as the operator writes it into the strategy Job) with this binary's
 catalog, sign it with the key in $` + vocab.EnvStrategySigningKey + ` (the operator's
 Secret ` + vocab.StrategySigningKeySecret + `; the operator loads no ConfigMap whose
@@ -59,46 +56,21 @@ stderr every 10 s says so (the Job's log shows what it waits for).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), dumpInstallStrategyTimeout)
 			defer cancel()
-			return dumpInstallStrategy(ctx, os.Getenv(strategyjob.EnvDeploymentConfig), os.Getenv(vocab.EnvStrategySigningKey), kube, cmd.ErrOrStderr())
+			return dumpInstallStrategy(ctx, os.Getenv(strategystore.EnvDeploymentConfig), os.Getenv(vocab.EnvStrategySigningKey), kube, cmd.ErrOrStderr())
 		},
 	}
 	kube = addClusterFlags(cmd)
 	return cmd
 }
 
-// dumpInstallStrategy renders the strategy of a JSON deployment config and
-// applies its ConfigMap. Errors a retry cannot fix are plain (exit 2);
-// others are ExitErrors with code 1.
+// dumpInstallStrategy runs the strategy Job's pod side
+// (internal/strategystore) with the command's cluster. Errors a retry
+// cannot fix are plain (exit 2); others are ExitErrors with code 1.
 func dumpInstallStrategy(ctx context.Context, raw, signingKey string, kube *clusterFlags, log io.Writer) error {
-	if raw == "" {
-		return fmt.Errorf("$%s is empty: it must hold the deployment config as JSON", strategyjob.EnvDeploymentConfig)
-	}
-	if len(signingKey) < strategy.MinSigningKeyLen {
-		return fmt.Errorf("$%s holds %d bytes, fewer than %d: it must hold the key of Secret %s (the operator loads no unsigned strategy)",
-			vocab.EnvStrategySigningKey, len(signingKey), strategy.MinSigningKeyLen, vocab.StrategySigningKeySecret)
-	}
-	cfg, err := config.Parse([]byte(raw))
+	cm, err := strategystore.RenderForJob(raw, signingKey, *kube.ConfigFlags.Namespace, log)
 	if err != nil {
-		return fmt.Errorf("$%s: %w", strategyjob.EnvDeploymentConfig, err)
-	}
-	if ns := *kube.ConfigFlags.Namespace; ns != "" && ns != cfg.Namespace {
-		return fmt.Errorf("-n %s: the deployment config's namespace is %s", ns, cfg.Namespace)
-	}
-	start := time.Now()
-	st, err := strategy.Generate(cfg)
-	if err != nil {
-		return fmt.Errorf("render the install strategy of %s: %w", cfg.Version, err)
-	}
-	cm, err := st.ConfigMap(cfg.Namespace)
-	if err != nil {
-		return fmt.Errorf("encode the install strategy of %s: %w", cfg.Version, err)
-	}
-	if err := strategy.Sign(cm, []byte(signingKey)); err != nil {
 		return err
 	}
-	fmt.Fprintf(log, "Rendered the install strategy of KubeVirt %s (deployment %s): %d objects, %d bytes encoded, in %s\n",
-		cfg.Version, cfg.ID, len(st.Objects), len(cm.Data[vocab.ManifestsKey]), time.Since(start).Round(time.Millisecond))
-
 	restCfg, err := kube.ToRESTConfig()
 	if err != nil {
 		return &ExitError{Code: 1, Err: fmt.Errorf("load kubeconfig: %w", err)}
@@ -113,20 +85,17 @@ func dumpInstallStrategy(ctx context.Context, raw, signingKey string, kube *clus
 	rep := progress.Start(fmt.Sprintf("the API server at %s to take ConfigMap %s/%s", restCfg.Host, cm.Namespace, cm.Name),
 		progress.ForStderr(log, false))
 	rep.Reason("create sent")
-	// A plain create: the Job's Role grants create on ConfigMaps and no
-	// patch (a server-side apply is a patch), so its account cannot change
-	// any existing ConfigMap of the namespace (kubevirt-ca among them).
-	err = c.Create(ctx, cm, client.FieldOwner(vocab.FieldManager))
+	created, err := strategystore.CreateFromJob(ctx, c, cm)
 	rep.Stop()
-	if apierrors.IsAlreadyExists(err) {
-		fmt.Fprintf(log, "ConfigMap %s/%s exists already (an earlier attempt wrote it); the operator checks its signature\n", cm.Namespace, cm.Name)
-		return nil
-	}
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("%w (after %s)", err, dumpInstallStrategyTimeout)
 		}
 		return &ExitError{Code: 1, Err: fmt.Errorf("write ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)}
+	}
+	if !created {
+		fmt.Fprintf(log, "ConfigMap %s/%s exists already (an earlier attempt wrote it); the operator checks its signature\n", cm.Namespace, cm.Name)
+		return nil
 	}
 	fmt.Fprintf(log, "Created ConfigMap %s/%s (field manager %s)\n", cm.Namespace, cm.Name, vocab.FieldManager)
 	return nil

@@ -26,7 +26,7 @@ func jobConfig(t *testing.T, version string) *config.DeploymentConfig {
 
 // TestDumpInstallStrategyErrors checks the exit codes and messages of the
 // failures; the success path runs as a host process against a real API
-// server in internal/strategyjob's operator test.
+// server in internal/strategystore's operator test.
 func TestDumpInstallStrategyErrors(t *testing.T) {
 	// A cluster that refuses connections.
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/release"
 )
 
 // clusterCommands talk to a cluster; they and only they take kubectl's
@@ -112,7 +112,7 @@ func TestOutputFlags(t *testing.T) {
 		}
 		args := append(strings.Fields(name(c)), "-o", "bogus")
 		if name(c) == "diff" {
-			args = append(args, "version:"+catalog.Default, "version:"+catalog.Default)
+			args = append(args, "version:"+release.Default, "version:"+release.Default)
 		}
 		var out, errb bytes.Buffer
 		if code := Main(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), "bogus") {
@@ -144,10 +144,10 @@ func complete(t *testing.T, args []string, flag, prefix string) []string {
 
 // TestFlagValueCompletion: versions, kinds, contexts, Prometheus modes.
 func TestFlagValueCompletion(t *testing.T) {
-	if got := complete(t, []string{"dump"}, "--version", ""); !slices.Equal(got, catalog.Builtin().Versions()) {
-		t.Errorf("dump --version completes %v, want the catalog %v", got, catalog.Builtin().Versions())
+	if got := complete(t, []string{"dump"}, "--version", ""); !slices.Equal(got, release.Builtin().Versions()) {
+		t.Errorf("dump --version completes %v, want the catalog %v", got, release.Builtin().Versions())
 	}
-	if got := complete(t, []string{"rules"}, "--version", ""); !slices.Equal(got, catalog.Builtin().Versions()) {
+	if got := complete(t, []string{"rules"}, "--version", ""); !slices.Equal(got, release.Builtin().Versions()) {
 		t.Errorf("rules --version completes %v", got)
 	}
 	if got := complete(t, []string{"dump"}, "--kind", ""); !slices.Contains(got, "Deployment") || !slices.Contains(got, "DaemonSet") || !slices.Contains(got, "CustomResourceDefinition") {
@@ -194,9 +194,9 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"dump", "--version", "v0.0.1"}, 2},
 		{[]string{"dump", "--kubevirt", "/nonexistent.yaml"}, 2},
 		{[]string{"dump", "--nosuchflag"}, 2},
-		{[]string{"diff", "version:" + catalog.Default, "version:" + catalog.Default}, 0},
+		{[]string{"diff", "version:" + release.Default, "version:" + release.Default}, 0},
 		{[]string{"diff", "version:v1.5.0", "version:v1.5.3"}, 1},
-		{[]string{"diff", "version:" + catalog.Default}, 2},
+		{[]string{"diff", "version:" + release.Default}, 2},
 		{[]string{"rules", "--version", "v0.0.1"}, 2},
 		{[]string{"up", "--nodes", "0"}, 2},
 		{[]string{"up", "--prometheus", "sometimes"}, 2},

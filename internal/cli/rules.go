@@ -13,10 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/monitoring/rules"
-	"github.com/virtop-dev/virtop/internal/monitoring/ruletest"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/tools/ruletest"
 )
 
 func init() { register(newRulesCommand) }
@@ -31,20 +31,20 @@ type rulesFlags struct {
 }
 
 func (f *rulesFlags) bind(cmd *cobra.Command, namespaceHelp string) {
-	cmd.Flags().StringVar(&f.version, "version", "", "KubeVirt version whose rules to use (default: the catalog default, "+catalog.Default+")")
+	cmd.Flags().StringVar(&f.version, "version", "", "KubeVirt version whose rules to use (default: the catalog default, "+release.Default+")")
 	cmd.Flags().StringVar(&f.tuningFile, "tuning", "", "a KubeVirtMonitoring (virtop.dev/v1alpha1, YAML or JSON) whose alert tuning and additional groups to apply")
 	cmd.Flags().StringVar(&f.namespace, "namespace", "", namespaceHelp)
 }
 
 // release resolves the version to a catalog release.
-func (f *rulesFlags) release() (catalog.Release, error) {
+func (f *rulesFlags) release() (*release.Release, error) {
 	v := f.version
 	if v == "" {
-		v = catalog.Default
+		v = release.Default
 	}
-	r, ok := catalog.Lookup(v)
+	r, ok := release.Lookup(v)
 	if !ok {
-		return catalog.Release{}, fmt.Errorf("version %s is not in virtop's catalog (have %s)", v, strings.Join(catalog.Builtin().Versions(), ", "))
+		return &release.Release{}, fmt.Errorf("version %s is not in virtop's catalog (have %s)", v, strings.Join(release.Builtin().Versions(), ", "))
 	}
 	return r, nil
 }

@@ -12,7 +12,7 @@ import (
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 
-	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/testing/testreleases"
 )
 
@@ -194,7 +194,7 @@ func TestPromtoolChecksCLIRuleFile(t *testing.T) {
 		t.Skip("VIRTOP_PROMTOOL is not set (make test-rules-promtool sets it to Debian's promtool)")
 	}
 	dir := t.TempDir()
-	for _, v := range testreleases.Select(t, catalog.Builtin().Versions()) {
+	for _, v := range testreleases.Select(t, release.Builtin().Versions()) {
 		code, out, stderr := runCLI("rules", "--version", v, "-o", "rulefile")
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s", v, code, stderr)

@@ -5,11 +5,11 @@ import (
 	"os"
 
 	"github.com/virtop-dev/virtop/api/v1alpha1"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/rules"
 	"github.com/virtop-dev/virtop/internal/monitoring/tuning"
 	"github.com/virtop-dev/virtop/internal/plan"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategy"
 )
 
@@ -34,11 +34,11 @@ func applyTuningFile(s *strategy.Strategy, cfg *config.DeploymentConfig, path st
 	if err != nil {
 		return err
 	}
-	rel, ok := catalog.Lookup(cfg.Version)
+	rel, ok := release.Lookup(cfg.Version)
 	if !ok {
-		return &catalog.NotInCatalogError{Version: cfg.Version, Have: catalog.Builtin().Versions()}
+		return &release.NotInCatalogError{Version: cfg.Version, Have: release.Builtin().Versions()}
 	}
-	objs, out := plan.Tune(s.Objects, cfg, &plan.Tuning{Resource: t, Release: &rel})
+	objs, out := plan.Tune(s.Objects, cfg, &plan.Tuning{Resource: t, Release: rel})
 	if out.Err != nil {
 		return fmt.Errorf("%s: %w", path, out.Err)
 	}
@@ -49,7 +49,7 @@ func applyTuningFile(s *strategy.Strategy, cfg *config.DeploymentConfig, path st
 // tunedRuleTestOptions validates a tuning file against a release's rules
 // for the built-in test namespace and runbook template, and returns the
 // tuned rule options.
-func tunedRuleTestOptions(r catalog.Release, base rules.Options, path string) (rules.Options, error) {
+func tunedRuleTestOptions(r *release.Release, base rules.Options, path string) (rules.Options, error) {
 	t, err := readTuning(path)
 	if err != nil {
 		return rules.Options{}, err

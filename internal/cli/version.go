@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/version"
 )
 
@@ -39,7 +39,7 @@ func currentVersion() versionInfo {
 		Commit:    commit,
 		GoVersion: runtime.Version(),
 		Platform:  runtime.GOOS + "/" + runtime.GOARCH,
-		KubeVirt:  kubevirtCatalog{Default: catalog.Default, Catalog: catalog.Builtin().Versions()},
+		KubeVirt:  kubevirtCatalog{Default: release.Default, Catalog: release.Builtin().Versions()},
 	}
 }
 

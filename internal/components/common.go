@@ -9,15 +9,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/release"
 )
 
 // VMExportFeatureGate enables virt-exportproxy.
 const VMExportFeatureGate = "VMExport"
 
 // Renderer renders one family of objects for a release.
-type Renderer func(c *config.DeploymentConfig, r catalog.Release) ([]client.Object, error)
+type Renderer func(c *config.DeploymentConfig, r *release.Release) ([]client.Object, error)
 
 // Renderers lists every family, in no particular order: the strategy sorts
 // objects by stage.

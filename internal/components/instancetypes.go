@@ -16,10 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/release"
-	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/stage"
 )
 
 // The common instancetypes and preferences are published data of the
@@ -45,7 +44,7 @@ func init() { register("instancetypes", renderInstancetypes) }
 // instancetypes. Nothing is rendered when the KubeVirt resource disables
 // commonInstancetypesDeployment; the plan then prunes what an earlier
 // strategy applied, as upstream deletes them.
-func renderInstancetypes(c *config.DeploymentConfig, r catalog.Release) ([]client.Object, error) {
+func renderInstancetypes(c *config.DeploymentConfig, r *release.Release) ([]client.Object, error) {
 	if !c.CommonInstancetypes {
 		return nil, nil
 	}

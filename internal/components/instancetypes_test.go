@@ -8,9 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
-	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/release"
+	"github.com/virtop-dev/virtop/internal/stage"
 )
 
 // Names of the common-instancetypes bundles KubeVirt embeds
@@ -46,7 +46,7 @@ var (
 
 func itRender(t *testing.T, version string, enabled bool) []client.Object {
 	t.Helper()
-	rel, ok := catalog.Lookup(version)
+	rel, ok := release.Lookup(version)
 	if !ok {
 		t.Fatalf("%s not in catalog", version)
 	}
@@ -197,19 +197,19 @@ func TestInstancetypesDeepCopies(t *testing.T) {
 
 func TestInstancetypesUnknownVersion(t *testing.T) {
 	c := &config.DeploymentConfig{Namespace: "kubevirt", Version: "v9.9.9", CommonInstancetypes: true}
-	if _, err := renderInstancetypes(c, catalog.Release{Version: "v9.9.9"}); err == nil {
+	if _, err := renderInstancetypes(c, &release.Release{Version: "v9.9.9"}); err == nil {
 		t.Error("no error for a release without a bundle")
 	}
 	// Disabled needs no bundle.
 	c.CommonInstancetypes = false
-	if objs, err := renderInstancetypes(c, catalog.Release{Version: "v9.9.9"}); err != nil || len(objs) != 0 {
+	if objs, err := renderInstancetypes(c, &release.Release{Version: "v9.9.9"}); err != nil || len(objs) != 0 {
 		t.Errorf("disabled: %d objects, %v", len(objs), err)
 	}
 }
 
 // Every catalog release has a bundle.
 func TestInstancetypesEveryCatalogVersion(t *testing.T) {
-	for _, v := range catalog.Builtin().Versions() {
+	for _, v := range release.Builtin().Versions() {
 		if _, err := commonBundle(v); err != nil {
 			t.Errorf("%s: %v", v, err)
 		}

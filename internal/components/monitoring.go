@@ -9,10 +9,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/rules"
-	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/release"
+	"github.com/virtop-dev/virtop/internal/stage"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -49,7 +49,7 @@ func init() { register("monitoring", renderMonitoring) }
 // the monitor ServiceAccount exists); the PrometheusRule needs only the
 // PrometheusRule API, since the rules are worth having wherever a
 // Prometheus selects them.
-func renderMonitoring(c *config.DeploymentConfig, r catalog.Release) ([]client.Object, error) {
+func renderMonitoring(c *config.DeploymentConfig, r *release.Release) ([]client.Object, error) {
 	pr, err := newPrometheusRule(c, r)
 	if err != nil {
 		return nil, err
@@ -117,7 +117,7 @@ func newServiceMonitor(ns string) *monitoringv1.ServiceMonitor {
 	return sm
 }
 
-func newPrometheusRule(c *config.DeploymentConfig, r catalog.Release) (*monitoringv1.PrometheusRule, error) {
+func newPrometheusRule(c *config.DeploymentConfig, r *release.Release) (*monitoringv1.PrometheusRule, error) {
 	tmpl := c.RunbookURLTemplate
 	if tmpl == "" {
 		tmpl = config.DefaultRunbookURLTemplate

@@ -6,10 +6,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/dashboard"
-	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/release"
+	"github.com/virtop-dev/virtop/internal/stage"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -18,7 +18,7 @@ import (
 // dashboard sidecar. It is rendered in the install namespace and gated on a
 // sidecar convention being present; the plan moves it to the namespace it
 // finds one in, and a KubeVirtMonitoring can leave it out.
-func newDashboardConfigMap(c *config.DeploymentConfig, r catalog.Release) (*corev1.ConfigMap, error) {
+func newDashboardConfigMap(c *config.DeploymentConfig, r *release.Release) (*corev1.ConfigMap, error) {
 	d, err := dashboard.Render(dashboard.Options{Release: r.Version, Namespace: c.Namespace})
 	if err != nil {
 		return nil, fmt.Errorf("ConfigMap %s for %s: %w", vocab.DashboardConfigMapName, r.Version, err)

@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
-	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/release"
+	"github.com/virtop-dev/virtop/internal/stage"
 )
 
 // Expected values are upstream KubeVirt v1.5.3's (components/prometheus.go,
@@ -22,7 +22,7 @@ import (
 
 func monTestRender(t *testing.T, c *config.DeploymentConfig) []client.Object {
 	t.Helper()
-	rel, ok := catalog.Lookup(c.Version)
+	rel, ok := release.Lookup(c.Version)
 	if !ok {
 		t.Fatalf("catalog has no %s", c.Version)
 	}
@@ -259,7 +259,7 @@ func TestMonitoringRBAC(t *testing.T) {
 }
 
 func TestMonitoringVersionsAndDeterminism(t *testing.T) {
-	for _, v := range catalog.Builtin().Versions() {
+	for _, v := range release.Builtin().Versions() {
 		c := monTestConfig("kubevirt")
 		c.Version = v
 		a, err := json.Marshal(monTestRender(t, c))
@@ -273,7 +273,7 @@ func TestMonitoringVersionsAndDeterminism(t *testing.T) {
 	}
 	// A release whose rule set is unknown is an error, not a strategy
 	// without rules.
-	if _, err := renderMonitoring(monTestConfig("kubevirt"), catalog.Release{Version: "v9.9.9", RuleSet: "v9.9.9"}); err == nil {
+	if _, err := renderMonitoring(monTestConfig("kubevirt"), &release.Release{Version: "v9.9.9", RuleSet: "v9.9.9"}); err == nil {
 		t.Error("unknown rule set accepted")
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/release"
 )
 
@@ -85,7 +84,7 @@ func FromKubeVirt(kv *kvv1.KubeVirt, s Settings) (*DeploymentConfig, error) {
 		c.Namespace = s.Namespace
 	}
 	if c.Version == "" {
-		c.Version = cmp.Or(s.DefaultVersion, catalog.Default)
+		c.Version = cmp.Or(s.DefaultVersion, release.Default)
 	}
 	if c.Registry == "" {
 		c.Registry = cmp.Or(s.DefaultRegistry, DefaultRegistry)

@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/release"
 )
 
 func baseKV() *kvv1.KubeVirt {
@@ -51,7 +51,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Version != catalog.Default || c.Registry != "quay.io/kubevirt" || c.ImagePullPolicy != corev1.PullIfNotPresent {
+	if c.Version != release.Default || c.Registry != "quay.io/kubevirt" || c.ImagePullPolicy != corev1.PullIfNotPresent {
 		t.Errorf("defaults: version %q registry %q pull %q", c.Version, c.Registry, c.ImagePullPolicy)
 	}
 	if c.UninstallStrategy != "BlockUninstallIfWorkloadsExist" || !c.CommonInstancetypes {
@@ -60,7 +60,7 @@ func TestDefaults(t *testing.T) {
 	if c.Certificates.CADuration.Duration != 7*24*time.Hour || c.Certificates.ServerRenewBefore.Duration != 24*time.Hour/5 {
 		t.Errorf("certificate defaults: %+v", c.Certificates)
 	}
-	if got := c.Image("virt-api"); got != "quay.io/kubevirt/virt-api:"+catalog.Default {
+	if got := c.Image("virt-api"); got != "quay.io/kubevirt/virt-api:"+release.Default {
 		t.Errorf("Image = %q", got)
 	}
 	if len(c.ID) != 64 {

@@ -6,8 +6,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/tools/podless"
 	"github.com/virtop-dev/virtop/internal/vocab"
@@ -39,7 +39,7 @@ func TestOperatorOwnedObjectsAllowedPatches(t *testing.T) {
 // nothing.
 func TestOperatorOwnedObjectsExist(t *testing.T) {
 	rbac := map[string]bool{"ServiceAccount": true, "ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true}
-	for _, version := range catalog.Builtin().Versions() {
+	for _, version := range release.Builtin().Versions() {
 		kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: "kubevirt"}}
 		kv.Spec.ImageTag = version
 		cfg, err := config.FromKubeVirt(kv, config.Settings{Namespace: "kubevirt"})

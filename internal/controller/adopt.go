@@ -20,7 +20,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/strategy"
-	"github.com/virtop-dev/virtop/internal/strategy/store"
+	"github.com/virtop-dev/virtop/internal/strategystore"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -218,7 +218,7 @@ func (r *Reconciler) PreviewAdoption(ctx context.Context, kv *kvv1.KubeVirt) (Ad
 		out.Invalid = err
 		return out, nil
 	}
-	s.strategy = store.Resolution{Strategy: st}
+	s.strategy = strategystore.Resolution{Strategy: st}
 	if _, err := r.plan(ctx, s); err != nil {
 		return out, err
 	}

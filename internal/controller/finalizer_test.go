@@ -14,9 +14,9 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/apply"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
-	"github.com/virtop-dev/virtop/internal/strategy/store"
+	"github.com/virtop-dev/virtop/internal/release"
+	"github.com/virtop-dev/virtop/internal/strategystore"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
 	"github.com/virtop-dev/virtop/internal/tools/podless"
@@ -29,8 +29,8 @@ const holdFinalizer = "example.com/hold"
 
 func finalizerReconciler(c client.Client, ns string) *Reconciler {
 	applier := apply.New(c)
-	return &Reconciler{Client: c, APIReader: c, Settings: config.Settings{Namespace: ns}, Catalog: catalog.Builtin(),
-		Strategies: &store.Store{Client: c, Applier: applier, Catalog: catalog.Builtin()},
+	return &Reconciler{Client: c, APIReader: c, Settings: config.Settings{Namespace: ns}, Catalog: release.Builtin(),
+		Strategies: &strategystore.Store{Client: c, Applier: applier, Catalog: release.Builtin()},
 		Applier:    applier, Capabilities: fixedCapabilities{}}
 }
 

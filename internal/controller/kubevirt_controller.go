@@ -1,6 +1,6 @@
 // Package controller reconciles the KubeVirt resource. A pass is a list of
 // ordered steps over a scope: installing resolves the strategy
-// (internal/strategy/store), plans it against the live cluster
+// (internal/strategystore), plans it against the live cluster
 // (internal/plan), applies it stage by stage and prunes (internal/apply);
 // uninstalling checks the data-safety rules (internal/uninstall) and
 // removes what virtop created. Each step records what it found in the
@@ -26,13 +26,13 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/apply"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/certs"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/inventory"
 	"github.com/virtop-dev/virtop/internal/plan"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/storagemigration"
-	"github.com/virtop-dev/virtop/internal/strategy/store"
+	"github.com/virtop-dev/virtop/internal/strategystore"
 )
 
 // Reconciler reconciles the KubeVirt resource.
@@ -46,10 +46,10 @@ type Reconciler struct {
 	// Catalog is what this operator renders in process; a tuning is
 	// checked against its rules, and a refused upgrade names the next
 	// version from it.
-	Catalog catalog.Catalog
+	Catalog release.Catalog
 	// Strategies resolves the install strategy of a config and keeps the
 	// strategy ConfigMaps.
-	Strategies *store.Store
+	Strategies *strategystore.Store
 	// Applier writes the planned objects.
 	Applier *apply.Applier
 	// Capabilities reads what the live cluster offers.
@@ -107,7 +107,7 @@ type scope struct {
 	// adopt: an installation of upstream's operator taken over or refused.
 	adoption adoption
 	// strategy: the strategy, or why there is none yet.
-	strategy store.Resolution
+	strategy strategystore.Resolution
 	// plan: what to apply; the tuning is reported however the pass ends.
 	plan   *plan.Plan
 	tuning *tuningPass

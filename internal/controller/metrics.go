@@ -10,7 +10,7 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/apply"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
-	"github.com/virtop-dev/virtop/internal/strategy/store"
+	"github.com/virtop-dev/virtop/internal/strategystore"
 )
 
 var (
@@ -53,7 +53,7 @@ func own() []prometheus.Collector {
 // applier and the strategy store it drives, for the test that holds the
 // metric catalogue to what virtop exports.
 func Collectors() []prometheus.Collector {
-	return append(append(own(), apply.Collectors()...), store.Collectors()...)
+	return append(append(own(), apply.Collectors()...), strategystore.Collectors()...)
 }
 
 var (

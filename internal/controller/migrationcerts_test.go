@@ -21,12 +21,12 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/apply"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/controller"
 	"github.com/virtop-dev/virtop/internal/plan"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/storagemigration"
-	"github.com/virtop-dev/virtop/internal/strategy/store"
+	"github.com/virtop-dev/virtop/internal/strategystore"
 	"github.com/virtop-dev/virtop/internal/testing/crds"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
@@ -111,8 +111,8 @@ func TestCertificatesRenewedWhileMigrating(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	slow := &slowRewrites{Client: c, delay: 2 * time.Second, rewrites: map[string]int{}}
 	applier := apply.New(c)
-	r := &controller.Reconciler{Client: c, APIReader: c, Settings: config.Settings{Namespace: ns}, Catalog: catalog.Builtin(),
-		Strategies: &store.Store{Client: c, Applier: applier, Catalog: catalog.Builtin()},
+	r := &controller.Reconciler{Client: c, APIReader: c, Settings: config.Settings{Namespace: ns}, Catalog: release.Builtin(),
+		Strategies: &strategystore.Store{Client: c, Applier: applier, Catalog: release.Builtin()},
 		Applier:    applier, Capabilities: staticCapabilities{}, Recorder: events.NewFakeRecorder(1000),
 		Clock: clk, PassTimeout: 20 * time.Second,
 		Migrator: &storagemigration.Migrator{Client: slow, Reader: c, PageSize: 5}}

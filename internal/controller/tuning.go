@@ -48,7 +48,7 @@ func (r *Reconciler) selectTuning(ctx context.Context, cfg *config.DeploymentCon
 	}
 	tp.input = &plan.Tuning{Resource: tp.report.Chosen, Cache: &r.tunings}
 	if rel, ok := r.Catalog.Lookup(cfg.Version); ok {
-		tp.input.Release = &rel
+		tp.input.Release = rel
 	}
 	return tp, nil
 }

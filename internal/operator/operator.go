@@ -42,16 +42,15 @@ import (
 	virtopv1alpha1 "github.com/virtop-dev/virtop/api/v1alpha1"
 	"github.com/virtop-dev/virtop/internal/apply"
 	"github.com/virtop-dev/virtop/internal/capability"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/controller"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/ownership"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/stage"
 	"github.com/virtop-dev/virtop/internal/storagemigration"
-	"github.com/virtop-dev/virtop/internal/strategy/stage"
-	"github.com/virtop-dev/virtop/internal/strategy/store"
-	"github.com/virtop-dev/virtop/internal/strategyjob"
+	"github.com/virtop-dev/virtop/internal/strategystore"
 	"github.com/virtop-dev/virtop/internal/version"
 	"github.com/virtop-dev/virtop/internal/vocab"
 	kvwebhook "github.com/virtop-dev/virtop/internal/webhook"
@@ -137,7 +136,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	// a copy, so the caller's config is not wrapped twice.
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(countRequests)
-	cat := catalog.Builtin()
+	cat := release.Builtin()
 	if len(opts.CatalogVersions) > 0 {
 		var err error
 		if cat, err = cat.Restrict(opts.CatalogVersions); err != nil {
@@ -223,9 +222,9 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	applier.Reader = mgr.GetAPIReader()
 	applier.InstallNamespaceOnly = kinds.InstallNamespaceOnly()
 	recorder := mgr.GetEventRecorder("virtop")
-	strategies := &store.Store{Client: guarded, Applier: applier, Catalog: cat, Recorder: recorder}
+	strategies := &strategystore.Store{Client: guarded, Applier: applier, Catalog: cat, Recorder: recorder}
 	if opts.StrategyImage != "" {
-		strategies.Jobs = strategyjob.New(mgr.GetClient(), mgr.GetAPIReader(), opts.StrategyImage)
+		strategies.Jobs = strategystore.NewRunner(mgr.GetClient(), mgr.GetAPIReader(), opts.StrategyImage)
 	}
 	r := &controller.Reconciler{
 		Client:    guarded,

@@ -21,13 +21,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/plan"
+	"github.com/virtop-dev/virtop/internal/release"
+	"github.com/virtop-dev/virtop/internal/stage"
 	"github.com/virtop-dev/virtop/internal/strategy"
-	"github.com/virtop-dev/virtop/internal/strategy/stage"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -94,14 +94,14 @@ type Vanishing struct {
 // Fixed extras: what no strategy renders.
 var (
 	// StrategyJob is the kind of the dump-install-strategy Job
-	// (internal/strategyjob), watched but cleaned up by its runner.
+	// (internal/strategystore), watched but cleaned up by its runner.
 	StrategyJob = schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}
 	// ownWatchGroups are the API groups whose managed kinds the operator
 	// watches in caches of their own (capability.Watches).
 	ownWatchGroups = []string{"monitoring.coreos.com"}
 )
 
-var derived = sync.OnceValues(func() (*Kinds, error) { return Derive(catalog.Builtin()) })
+var derived = sync.OnceValues(func() (*Kinds, error) { return Derive(release.Builtin()) })
 
 // Get returns the kind sets of the builtin catalog, derived on the first
 // call (a few milliseconds per catalog release) and shared afterwards.
@@ -111,7 +111,7 @@ func Get() (*Kinds, error) { return derived() }
 // Derive renders every release of cat with every object the release can
 // need (all gates open, the feature gates that add objects on, several
 // nodes so the plan adds PodDisruptionBudgets) and collects the kinds.
-func Derive(cat catalog.Catalog) (*Kinds, error) {
+func Derive(cat release.Catalog) (*Kinds, error) {
 	managed := map[schema.GroupVersionKind]bool{}
 	namespaced := map[schema.GroupVersionKind]bool{}
 	elsewhere := map[schema.GroupVersionKind]*Elsewhere{}

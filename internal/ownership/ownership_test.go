@@ -13,14 +13,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/plan"
+	"github.com/virtop-dev/virtop/internal/release"
+	"github.com/virtop-dev/virtop/internal/stage"
 	"github.com/virtop-dev/virtop/internal/strategy"
-	"github.com/virtop-dev/virtop/internal/strategy/stage"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -104,7 +104,7 @@ func TestEveryPlannedKindIsOwned(t *testing.T) {
 	for _, v := range k.Vanishing {
 		vanishing[v.GVK] = true
 	}
-	for _, version := range catalog.Builtin().Versions() {
+	for _, version := range release.Builtin().Versions() {
 		for _, v := range variants {
 			missing := map[string]bool{}
 			for _, o := range planned(t, version, v) {
@@ -152,7 +152,7 @@ func TestEveryPlannedKindIsOwned(t *testing.T) {
 func TestRemovalOrder(t *testing.T) {
 	k := kinds(t)
 	admission := map[schema.GroupVersionKind]bool{}
-	for _, version := range catalog.Builtin().Versions() {
+	for _, version := range release.Builtin().Versions() {
 		for _, o := range planned(t, version, variants[2]) {
 			if st, _ := stage.Of(o); st == stage.Admission {
 				admission[o.GetObjectKind().GroupVersionKind()] = true
@@ -184,7 +184,7 @@ func TestRemovalOrder(t *testing.T) {
 func TestVanishingCRDsAreReal(t *testing.T) {
 	k := kinds(t)
 	known := map[string]schema.GroupKind{}
-	for _, version := range catalog.Builtin().Versions() {
+	for _, version := range release.Builtin().Versions() {
 		for _, o := range planned(t, version, variants[2]) {
 			if crd, ok := o.(*apiextv1.CustomResourceDefinition); ok {
 				known[crd.Name] = schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
@@ -207,7 +207,7 @@ func TestVanishingCRDsAreReal(t *testing.T) {
 // BenchmarkDerive is what the operator's first ownership.Get costs.
 func BenchmarkDerive(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		if _, err := ownership.Derive(catalog.Builtin()); err != nil {
+		if _, err := ownership.Derive(release.Builtin()); err != nil {
 			b.Fatal(err)
 		}
 	}

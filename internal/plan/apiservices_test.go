@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/stage"
 )
 
 func apiServices(p *Plan) []string {

@@ -15,11 +15,11 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/api/v1alpha1"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/certs"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/monitoring/tuning"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
@@ -46,12 +46,12 @@ func serviceMonitor(t *testing.T, objs []client.Object) *monitoringv1.ServiceMon
 // keeps none of it.
 func TestBuildFinishesEveryObject(t *testing.T) {
 	s, cfg := generate(t)
-	rel, _ := catalog.Lookup(cfg.Version)
+	rel, _ := release.Lookup(cfg.Version)
 	var cache TuningCache
 	adjusted := 0
 	opts := Options{
 		Tuning: &Tuning{Resource: kubeVirtMonitoring(v1alpha1.KubeVirtMonitoringSpec{
-			ServiceMonitor: &v1alpha1.ServiceMonitorTuning{Interval: "61s"}}), Release: &rel, Cache: &cache},
+			ServiceMonitor: &v1alpha1.ServiceMonitorTuning{Interval: "61s"}}), Release: rel, Cache: &cache},
 		Certificates: &Certificates{Manager: &certs.Manager{Clock: clocktesting.NewFakePassiveClock(time.Unix(1_800_000_000, 0))}},
 		Adjust: func(o client.Object) client.Object {
 			adjusted++
@@ -130,7 +130,7 @@ func TestBuildFinishesEveryObject(t *testing.T) {
 // says why; the plan goes on.
 func TestTuningThatDoesNotApply(t *testing.T) {
 	s, cfg := generate(t)
-	rel, _ := catalog.Lookup(cfg.Version)
+	rel, _ := release.Lookup(cfg.Version)
 	in := &placement.Input{InstallNamespace: "kubevirt", ServiceMonitorAPI: true, PrometheusRuleAPI: true,
 		Namespaces: map[string]map[string]string{"kubevirt": {}}}
 	caps := Capabilities{APIs: allAPIs(), Nodes: 1, Monitoring: in}
@@ -140,7 +140,7 @@ func TestTuningThatDoesNotApply(t *testing.T) {
 		msg     string
 	}{
 		"invalid": {&Tuning{Resource: kubeVirtMonitoring(v1alpha1.KubeVirtMonitoringSpec{
-			Alerts: []v1alpha1.AlertTuning{{Name: "NoSuchAlert", Disabled: true}}}), Release: &rel}, true, "NoSuchAlert"},
+			Alerts: []v1alpha1.AlertTuning{{Name: "NoSuchAlert", Disabled: true}}}), Release: rel}, true, "NoSuchAlert"},
 		"no rules": {&Tuning{Resource: kubeVirtMonitoring(v1alpha1.KubeVirtMonitoringSpec{
 			ServiceMonitor: &v1alpha1.ServiceMonitorTuning{Interval: "61s"}})}, false, "no rules of KubeVirt"},
 	} {

@@ -9,10 +9,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtop-dev/virtop/api/v1alpha1"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/tuning"
 	"github.com/virtop-dev/virtop/internal/recent"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
@@ -23,7 +23,7 @@ type Tuning struct {
 	Resource *v1alpha1.KubeVirtMonitoring
 	// Release is the release whose rules the tuning is checked against;
 	// nil when this binary has none for the version.
-	Release *catalog.Release
+	Release *release.Release
 	// Cache remembers recent renderings; nil renders every time.
 	Cache *TuningCache
 }
@@ -63,7 +63,7 @@ func Tune(objs []client.Object, cfg *config.DeploymentConfig, t *Tuning) ([]clie
 		out.Err = fmt.Errorf("this operator has no rules of KubeVirt %s to check the tuning against; the monitoring objects are installed as the install strategy holds them", cfg.Version)
 		return objs, out
 	}
-	in := tuning.InputFor(cfg, *t.Release)
+	in := tuning.InputFor(cfg, t.Release)
 	key := tuningKey{uid: t.Resource.UID, generation: t.Resource.Generation, deploymentID: cfg.ID, in: in, placed: placedFingerprint(objs)}
 	var e *tuned
 	if t.Cache != nil {

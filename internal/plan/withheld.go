@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/stage"
 )
 
 // Withheld says which objects of the strategy the plan left out and why,

@@ -3,8 +3,8 @@ package plan
 import (
 	"testing"
 
+	"github.com/virtop-dev/virtop/internal/stage"
 	"github.com/virtop-dev/virtop/internal/strategy"
-	"github.com/virtop-dev/virtop/internal/strategy/stage"
 )
 
 func TestWithheld(t *testing.T) {

@@ -1,9 +1,18 @@
-// Package release holds the facts of every KubeVirt release virtop renders:
+// Package release is the one home of a KubeVirt release virtop renders:
 // per release a data directory (data/<version>/) with what upstream's own
 // operator renders for it, as object templates, and the facts its objects do
 // not show (feature-gate maturity, certificate specs, images, the
-// instancetype bundle and rule set). The facts are data; turning them into a
-// strategy for a deployment config is internal/strategy's mechanism.
+// instancetype bundle, rule set and metrics). release.yaml is the release's
+// index entry: its base, gates, certificates and, when it differs from the
+// version, its rule set; every other base chain (metrics, rules) is this
+// one. The facts are data; turning them into a strategy for a deployment
+// config is internal/strategy's mechanism, rules and metrics are
+// internal/monitoring's. The package reads only its embedded data; of
+// virtop's it imports only vocab and the runtime scheme (to decode
+// templates).
+//
+// The releases of the data are the catalog (Builtin): the versions this
+// binary renders in process. Adding a release is adding its directory.
 //
 // A release either is a root, whose objects.yaml holds every object, or
 // derives from a base release and holds only a readable delta: added.yaml
@@ -168,8 +177,9 @@ type Release struct {
 	// the release deploys.
 	CommonInstancetypes string `json:"commonInstancetypes"`
 	// RuleSet names the release's alert and recording-rule set
-	// (internal/monitoring/rules).
-	RuleSet string `json:"ruleSet"`
+	// (internal/monitoring/rules); release.yaml gives it only if it differs
+	// from Version, which it defaults to.
+	RuleSet string `json:"ruleSet,omitempty"`
 	// BetaGatesOnByDefault: Beta feature gates are on unless the KubeVirt
 	// resource lists them in disabledFeatureGates (v1.9.0 on); before, only
 	// GA gates were on without being listed.
@@ -241,6 +251,9 @@ func readRelease(dir string) (*Release, error) {
 	}
 	if r.Version != dir {
 		return nil, fmt.Errorf("release.yaml says version %q", r.Version)
+	}
+	if r.RuleSet == "" {
+		r.RuleSet = r.Version
 	}
 	var imgs struct {
 		Images []Image `json:"images"`
@@ -359,6 +372,13 @@ func (r *Release) Certificate(secret string) (Certificate, bool) {
 		}
 	}
 	return Certificate{}, false
+}
+
+// MetricsData returns the release's metrics.yaml: the metrics its components
+// expose, whole for a root, else as a delta on its base's (read by
+// internal/monitoring/metrics). fs.ErrNotExist when the release has none.
+func (r *Release) MetricsData() ([]byte, error) {
+	return dataFS.ReadFile(path.Join("data", r.Version, "metrics.yaml"))
 }
 
 // InstancetypeBundle returns one file of a common-instancetypes release's

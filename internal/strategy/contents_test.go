@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -23,7 +23,7 @@ import (
 // optional part on, renders a strategy CheckContents accepts: the
 // allow-list is not narrower than what virtop renders.
 func TestCatalogStrategiesPassCheckContents(t *testing.T) {
-	for _, v := range catalog.Builtin().Versions() {
+	for _, v := range release.Builtin().Versions() {
 		for _, ns := range []string{"kubevirt", "virt-system"} {
 			s := generateFor(t, func(kv *kvv1.KubeVirt) {
 				kv.Namespace = ns

@@ -14,11 +14,10 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/release"
-	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/stage"
 )
 
 // Strategy is every object of a KubeVirt control plane for one deployment
@@ -66,10 +65,10 @@ type Options struct {
 // GenerateWith is Generate with options; a strategy to apply comes from
 // Generate.
 func GenerateWith(cfg *config.DeploymentConfig, opts Options) (*Strategy, error) {
-	cat, ok := catalog.Lookup(cfg.Version)
+	cat, ok := release.Lookup(cfg.Version)
 	rel, inData := release.Lookup(cfg.Version)
 	if !ok || !inData {
-		return nil, &catalog.NotInCatalogError{Version: cfg.Version, Have: catalog.Builtin().Versions()}
+		return nil, &release.NotInCatalogError{Version: cfg.Version, Have: release.Builtin().Versions()}
 	}
 	if cfg.ID == "" || cfg.ID != cfg.ComputeID() {
 		return nil, fmt.Errorf("deployment config has a stale or missing ID; build it with config.FromKubeVirt or config.Parse")

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/vocab"
@@ -39,10 +38,10 @@ func goldenName(o interface{ GetName() string }, kind, ns string) string {
 // `go test ./internal/strategy -update`.
 func TestGolden(t *testing.T) {
 	s := generateFor(t, func(kv *kvv1.KubeVirt) { kv.Spec.ImageTag = "" })
-	if s.Version != catalog.Default {
-		t.Fatalf("rendered %s, the default is %s", s.Version, catalog.Default)
+	if s.Version != release.Default {
+		t.Fatalf("rendered %s, the default is %s", s.Version, release.Default)
 	}
-	dir := filepath.Join("testdata", catalog.Default)
+	dir := filepath.Join("testdata", release.Default)
 	want := map[string]bool{}
 	for _, o := range s.Objects {
 		b, err := EncodeObject(o)

@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
@@ -55,7 +55,7 @@ func crds(t *testing.T, version string) []*apiextv1.CustomResourceDefinition {
 // version named, by a CRD every release renders; a renamed resource or a
 // dropped version would leave user data unprotected.
 func TestProtectedKindsAreServed(t *testing.T) {
-	for _, version := range catalog.Builtin().Versions() {
+	for _, version := range release.Builtin().Versions() {
 		served := map[schema.GroupVersionResource]bool{}
 		for _, crd := range crds(t, version) {
 			for _, v := range crd.Spec.Versions {
@@ -82,7 +82,7 @@ func TestWorkloadsAndCRDs(t *testing.T) {
 	ns := env.Namespace(t)
 	const vmiCRD = "virtualmachineinstances.kubevirt.io"
 	const poolCRD = "virtualmachinepools.pool.kubevirt.io"
-	for _, crd := range crds(t, catalog.Default) {
+	for _, crd := range crds(t, release.Default) {
 		// Pools stay uninstalled: a protected kind whose API is not
 		// served counts none.
 		if crd.Name != poolCRD {
@@ -172,7 +172,7 @@ func TestUnservedCRDFailsClosed(t *testing.T) {
 	c := env.Client
 	ns := env.Namespace(t)
 	const cloneCRD = "virtualmachineclones.clone.kubevirt.io"
-	for _, crd := range crds(t, catalog.Default) {
+	for _, crd := range crds(t, release.Default) {
 		if crd.Name == cloneCRD {
 			if err := c.Create(ctx, crd.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
 				t.Fatal(err)

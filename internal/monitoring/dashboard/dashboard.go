@@ -46,7 +46,7 @@ const rateWindow = "5m"
 
 // Options say what to render.
 type Options struct {
-	// Release is the KubeVirt release (catalog.Release.Version); its metric
+	// Release is the KubeVirt release (release.Release.Version); its metric
 	// catalogue decides which queries are rendered.
 	Release string
 	// Namespace is the install namespace the queries select in.

@@ -1,19 +1,22 @@
 package metrics
 
 import (
-	"embed"
+	"errors"
 	"fmt"
-	"path"
+	"io/fs"
 	"sort"
 	"sync"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/virtop-dev/virtop/internal/release"
 )
 
-// KubeVirt's metrics per release are data: kubevirt/<release>.yaml, written
-// from the release's docs/observability/metrics.md and pkg/monitoring/metrics
-// (each file names its sources). A release is either complete (metrics:) or
-// the release it names as base with entries added, changed (replaced whole,
+// KubeVirt's metrics per release are data: internal/release's
+// data/<release>/metrics.yaml, written from the release's
+// docs/observability/metrics.md and pkg/monitoring/metrics (each file names
+// its sources). A release is either complete (metrics:) or its base, the
+// one its release.yaml names, with entries added, changed (replaced whole,
 // by name) and removed, so each file reads as what that release changed.
 //
 // Labels are those the exporter sets; the scrape adds KubeVirtTargetLabels.
@@ -26,14 +29,12 @@ import (
 // virt-operator is virtop: the data's virt-operator entries are upstream's
 // facts, but what a virtop install exposes as virt-operator is what virtop
 // exports (operatorMetrics), so the loader replaces them.
-//
-//go:embed kubevirt/*.yaml
-var releaseFiles embed.FS
 
-// releaseFile is one kubevirt/<release>.yaml.
+// releaseFile is one release's metrics.yaml; Release and Base come from the
+// release index.
 type releaseFile struct {
-	Release string   `json:"release"`
-	Base    string   `json:"base,omitempty"`
+	Release string   `json:"-"`
+	Base    string   `json:"-"`
 	Metrics []Metric `json:"metrics,omitempty"`
 	Add     []Metric `json:"add,omitempty"`
 	Change  []Metric `json:"change,omitempty"`
@@ -60,26 +61,23 @@ func kubevirtMetrics(release string) ([]Metric, bool, error) {
 	return withOperator(ms), true, nil
 }
 
-// loadReleases reads every release file and resolves the bases.
+// loadReleases reads every release's metrics file and resolves the bases.
 func loadReleases() (map[string][]Metric, error) {
-	entries, err := releaseFiles.ReadDir("kubevirt")
-	if err != nil {
-		return nil, err
-	}
 	files := map[string]releaseFile{}
-	for _, e := range entries {
-		b, err := releaseFiles.ReadFile(path.Join("kubevirt", e.Name()))
+	for _, v := range release.Versions() {
+		r, _ := release.Lookup(v)
+		b, err := r.MetricsData()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
-		var f releaseFile
+		f := releaseFile{Release: v, Base: r.Base}
 		if err := yaml.UnmarshalStrict(b, &f); err != nil {
-			return nil, fmt.Errorf("metrics: %s: %w", e.Name(), err)
+			return nil, fmt.Errorf("metrics: release %s: %w", v, err)
 		}
-		if f.Release+".yaml" != e.Name() {
-			return nil, fmt.Errorf("metrics: %s says release %q", e.Name(), f.Release)
-		}
-		files[f.Release] = f
+		files[v] = f
 	}
 	out := map[string][]Metric{}
 	var resolve func(name string, seen map[string]bool) ([]Metric, error)
@@ -231,14 +229,15 @@ func withOperator(ms []Metric) []Metric {
 	return out
 }
 
-// releases lists the releases with metric data, sorted.
+// releases lists the releases with metric data, oldest first (release
+// order: v1.10.0 after v1.9.0).
 func releases() []string {
 	loadOnce.Do(func() { loaded, loadErr = loadReleases() })
 	out := make([]string, 0, len(loaded))
 	for v := range loaded {
 		out = append(out, v)
 	}
-	sort.Strings(out)
+	sort.Slice(out, func(a, b int) bool { return release.Less(out[a], out[b]) })
 	return out
 }
 

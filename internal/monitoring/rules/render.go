@@ -37,7 +37,7 @@ const (
 
 // Options says what to render.
 type Options struct {
-	// RuleSet is the catalog release's rule set (catalog.Release.RuleSet).
+	// RuleSet is the release's rule set (release.Release.RuleSet).
 	RuleSet string
 	// Namespace is the KubeVirt install namespace, which the expressions
 	// select targets in.

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+
+	"github.com/virtop-dev/virtop/internal/release"
 )
 
 const testTemplate = "https://runbooks.example.com/kubevirt/%s.md"
@@ -227,6 +229,40 @@ func TestCounts(t *testing.T) {
 	}
 }
 
+// TestEveryReleaseHasItsRuleSet: every release's rule set renders, on the
+// base chain of internal/release's index, and every rule set is a
+// release's.
+func TestEveryReleaseHasItsRuleSet(t *testing.T) {
+	sets := map[string]bool{}
+	for _, v := range release.Versions() {
+		r, _ := release.Lookup(v)
+		sets[r.RuleSet] = true
+		if _, err := Lookup(r.RuleSet); err != nil {
+			t.Errorf("release %s: %v", v, err)
+		}
+	}
+	for _, n := range Names() {
+		if !sets[n] {
+			t.Errorf("rule set %s belongs to no release", n)
+		}
+	}
+	// A whole set on a release with a base, and a delta on a root, are
+	// refused.
+	kept := ruleSets["v1.5.0"]
+	defer func() { ruleSets["v1.5.0"] = kept }()
+	ruleSets["v1.5.0"] = ruleSets["v1.5.3"]
+	if _, err := Lookup("v1.5.0"); err == nil {
+		t.Error("whole set on a release with a base: accepted")
+	}
+	ruleSets["v1.5.0"] = kept
+	keptRoot := ruleSets["v1.5.3"]
+	defer func() { ruleSets["v1.5.3"] = keptRoot }()
+	ruleSets["v1.5.3"] = kept
+	if _, err := Lookup("v1.5.3"); err == nil {
+		t.Error("delta on a root: accepted")
+	}
+}
+
 // TestDeltaErrors: a delta that names what its base lacks, or adds what
 // it has, makes Lookup fail.
 func TestDeltaErrors(t *testing.T) {
@@ -241,17 +277,19 @@ func TestDeltaErrors(t *testing.T) {
 		"add present record":    func(e *editor) { e.addRecords(base.RecordingRules[0]) },
 		"read missing record":   func(e *editor) { e.record("no_such_record", nil) },
 	}
+	// v1.5.0's release has base v1.5.3: its delta is swapped for each case.
+	kept := ruleSets["v1.5.0"]
+	defer func() { ruleSets["v1.5.0"] = kept }()
 	for name, delta := range cases {
-		releases["test"] = release{base: "v1.5.3", delta: delta}
-		if _, err := Lookup("test"); err == nil {
+		ruleSets["v1.5.0"] = ruleSet{delta: delta}
+		if _, err := Lookup("v1.5.0"); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	releases["test"] = release{base: "v1.5.3", delta: func(e *editor) { e.removeAlerts(good.Name); e.addAlerts(good) }}
-	if _, err := Lookup("test"); err != nil {
+	ruleSets["v1.5.0"] = ruleSet{delta: func(e *editor) { e.removeAlerts(good.Name); e.addAlerts(good) }}
+	if _, err := Lookup("v1.5.0"); err != nil {
 		t.Errorf("remove then add: %v", err)
 	}
-	delete(releases, "test")
 }
 
 // TestOneNameTwoSeverities: an alert may have a rule per severity

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/release"
 )
 
 // FuzzRender: any tuning document decodes and renders, for a release,
@@ -18,7 +18,7 @@ func FuzzRender(f *testing.F) {
 	f.Add(sample)
 	f.Add([]byte("apiVersion: virtop.dev/v1alpha1\nkind: KubeVirtMonitoring\nspec:\n  alerts:\n  - name: VirtApiRESTErrorsBurst\n    parameters: {ratio: \"x\", window: \"-1s\"}\n"))
 	f.Add([]byte("apiVersion: virtop.dev/v1alpha1\nkind: KubeVirtMonitoring\nspec:\n  additionalGroups:\n  - name: g\n    rules:\n    - alert: A\n      expr: 'sum(rate(x[5m])) >'\n"))
-	versions := catalog.Builtin().Versions()
+	versions := release.Builtin().Versions()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tu, err := Decode(data)
 		if err != nil {

@@ -33,10 +33,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/virtop-dev/virtop/api/v1alpha1"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/metrics"
 	"github.com/virtop-dev/virtop/internal/monitoring/rules"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -44,10 +44,10 @@ import (
 // install namespace the expressions select in, and the runbook URL
 // template.
 type Input struct {
-	// Version is the KubeVirt version (catalog.Release.Version), used in
+	// Version is the KubeVirt version (*release.Release.Version), used in
 	// messages and the status.
 	Version string
-	// RuleSet is the version's rule set (catalog.Release.RuleSet); its
+	// RuleSet is the version's rule set (*release.Release.RuleSet); its
 	// metric catalogue is the version's too.
 	RuleSet            string
 	Namespace          string
@@ -56,7 +56,7 @@ type Input struct {
 
 // InputFor is the input for a deployment config and its release, as the
 // strategy rendered the untuned objects.
-func InputFor(cfg *config.DeploymentConfig, r catalog.Release) Input {
+func InputFor(cfg *config.DeploymentConfig, r *release.Release) Input {
 	tmpl := cfg.RunbookURLTemplate
 	if tmpl == "" {
 		tmpl = config.DefaultRunbookURLTemplate

@@ -13,10 +13,10 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/api/v1alpha1"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/metrics"
 	"github.com/virtop-dev/virtop/internal/monitoring/rules"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
@@ -255,7 +255,7 @@ func planned(t *testing.T, version string) ([]client.Object, Input) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, _ := catalog.Lookup(version)
+	rel, _ := release.Lookup(version)
 	return s.Objects, InputFor(cfg, rel)
 }
 
@@ -400,7 +400,7 @@ func TestSample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range catalog.Builtin().Versions() {
+	for _, v := range release.Builtin().Versions() {
 		objs, in := planned(t, v)
 		if _, res, err := Apply(objs, tu, in); err != nil {
 			t.Errorf("%s: %v", v, err)

@@ -14,8 +14,8 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/apply"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	crdwait "github.com/virtop-dev/virtop/internal/testing/crds"
@@ -36,7 +36,7 @@ var openShiftKinds = map[string]bool{"SecurityContextConstraints": true, "Route"
 // other object, including the optional ones (VMExport on).
 func TestEveryObjectAcceptedByAPIServer(t *testing.T) {
 	env := testenv.Get(t)
-	for _, version := range catalog.Builtin().Versions() {
+	for _, version := range release.Builtin().Versions() {
 		t.Run(version, func(t *testing.T) {
 			ns := env.Namespace(t)
 			kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}

@@ -57,7 +57,7 @@ const (
 	OwnCRDDir = "config/crd/bases"
 	// MonitoringCRDDir holds the monitoring.coreos.com CRDs, relative to the
 	// repository root; installed when Options.Monitoring is set.
-	MonitoringCRDDir = "test/crds/monitoring"
+	MonitoringCRDDir = "internal/tools/crds/monitoring"
 )
 
 // ErrSkipped is returned by Start under `go test -short`: the control plane
@@ -73,7 +73,7 @@ type Options struct {
 	// tests that do not need them.
 	SkipVirtopCRDs bool
 	// Monitoring installs the monitoring.coreos.com CRDs (ServiceMonitor,
-	// PodMonitor, PrometheusRule, Prometheus) from test/crds/monitoring.
+	// PodMonitor, PrometheusRule, Prometheus) from internal/tools/crds/monitoring.
 	Monitoring bool
 	// Scheme, when set, is used for the client after client-go's types,
 	// apiextensions/v1 and apiregistration/v1 are added to it; register your

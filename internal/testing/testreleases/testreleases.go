@@ -11,7 +11,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/release"
 )
 
 // Env is the variable's name.
@@ -40,9 +40,9 @@ func Select(t testing.TB, vs []string) []string {
 	if All(t) {
 		return vs
 	}
-	if !slices.Contains(vs, catalog.Default) {
-		t.Fatalf("%s=default: %v has no %s, the catalog's default", Env, vs, catalog.Default)
+	if !slices.Contains(vs, release.Default) {
+		t.Fatalf("%s=default: %v has no %s, the catalog's default", Env, vs, release.Default)
 	}
-	t.Logf("%s=default: %s only (of %v); make test-all covers every release", Env, catalog.Default, vs)
-	return []string{catalog.Default}
+	t.Logf("%s=default: %s only (of %v); make test-all covers every release", Env, release.Default, vs)
+	return []string{release.Default}
 }

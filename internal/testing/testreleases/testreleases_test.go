@@ -3,12 +3,12 @@ package testreleases
 import (
 	"testing"
 
-	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/testing/fatal"
 )
 
 func TestSelect(t *testing.T) {
-	vs := []string{"v1.5.3", catalog.Default}
+	vs := []string{"v1.5.3", release.Default}
 	t.Setenv(Env, "")
 	if got := Select(t, vs); len(got) != 2 {
 		t.Errorf("unset: %v, want every release", got)
@@ -18,8 +18,8 @@ func TestSelect(t *testing.T) {
 		t.Errorf("all: %v, want every release", got)
 	}
 	t.Setenv(Env, "default")
-	if got := Select(t, vs); len(got) != 1 || got[0] != catalog.Default {
-		t.Errorf("default: %v, want [%s]", got, catalog.Default)
+	if got := Select(t, vs); len(got) != 1 || got[0] != release.Default {
+		t.Errorf("default: %v, want [%s]", got, release.Default)
 	}
 }
 

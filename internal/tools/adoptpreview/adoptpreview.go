@@ -26,11 +26,11 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/adopt"
 	"github.com/virtop-dev/virtop/internal/capability"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/controller"
 	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/plan"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
@@ -156,7 +156,7 @@ func Run(ctx context.Context, c client.Client, cs kubernetes.Interface, o Option
 		Client:    ro,
 		APIReader: ro,
 		Settings:  settings,
-		Catalog:   catalog.Builtin(),
+		Catalog:   release.Builtin(),
 		Capabilities: &capability.Reader{
 			Cache: ro, APIReader: ro, Clientset: cs, Clock: clock.RealClock{},
 		},

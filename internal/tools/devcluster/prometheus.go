@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/virtop-dev/virtop/test/crds"
+	"github.com/virtop-dev/virtop/internal/tools/crds"
 )
 
 // PrometheusMode says whether and when `up` installs a Prometheus stack.
@@ -80,7 +80,7 @@ func prometheusObjects() []*unstructured.Unstructured {
 }
 
 // installPrometheus applies the monitoring.coreos.com CRDs (embedded from
-// test/crds/monitoring), then the Prometheus objects. With a stack serving
+// internal/tools/crds/monitoring), then the Prometheus objects. With a stack serving
 // it (real, on a cluster with a real node), the Prometheus resource says
 // what that stack needs (realPrometheusSpec).
 func installPrometheus(ctx context.Context, cl *Clients, real *promStack) error {

@@ -23,10 +23,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/virtop-dev/virtop/internal/tools/crds"
 	"github.com/virtop-dev/virtop/internal/tools/netns"
 	"github.com/virtop-dev/virtop/internal/tools/proc"
 	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
-	"github.com/virtop-dev/virtop/test/crds"
 )
 
 // The monitoring stack of a cluster with a real node: the Prometheus

@@ -21,7 +21,7 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	virtopconfig "github.com/virtop-dev/virtop/config"
-	"github.com/virtop-dev/virtop/internal/catalog"
+	catalog "github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/tools/podless"
 	"github.com/virtop-dev/virtop/internal/tools/proc"
 	"github.com/virtop-dev/virtop/internal/tools/realnode"
@@ -30,8 +30,8 @@ import (
 )
 
 // MonitoringCRDDir holds the monitoring.coreos.com CRDs in the checkout
-// (embedded in the binary by the test/crds package, which `up` applies).
-const MonitoringCRDDir = "test/crds/monitoring"
+// (embedded in the binary by the internal/tools/crds package, which `up` applies).
+const MonitoringCRDDir = "internal/tools/crds/monitoring"
 
 // ClusterOptions shape the cluster itself.
 type ClusterOptions struct {

@@ -13,7 +13,7 @@ import (
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	strategystage "github.com/virtop-dev/virtop/internal/strategy/stage"
+	strategystage "github.com/virtop-dev/virtop/internal/stage"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 

@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	applystage "github.com/virtop-dev/virtop/internal/strategy/stage"
+	applystage "github.com/virtop-dev/virtop/internal/stage"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 

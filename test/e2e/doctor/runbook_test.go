@@ -33,7 +33,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/internal/vocab"
@@ -552,7 +552,7 @@ func (s *installed) testStuckUpgrade(t *testing.T) {
 	// The next release of the catalog (upstream supports one step at a
 	// time), else the one before.
 	to := ""
-	versions := catalog.Builtin().Versions()
+	versions := release.Builtin().Versions()
 	if i := slices.Index(versions, from); i >= 0 {
 		switch {
 		case i+1 < len(versions):

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
@@ -52,7 +52,7 @@ func install(t *testing.T) *installed {
 	// The release before the newest, so that the stuck-upgrade case has a
 	// next release to upgrade to (upstream supports one minor at a time,
 	// forward).
-	versions := catalog.Builtin().Versions()
+	versions := release.Builtin().Versions()
 	installAt := versions[len(versions)-2]
 	err := env.Cluster.Up(ctx, &out, devcluster.UpOptions{
 		ClusterOptions: devcluster.ClusterOptions{Nodes: env.Nodes},

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/virtop-dev/virtop/internal/faultpoint"
-	"github.com/virtop-dev/virtop/internal/strategy/stage"
+	"github.com/virtop-dev/virtop/internal/stage"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )

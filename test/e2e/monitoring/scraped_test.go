@@ -77,7 +77,7 @@ func TestPrometheusOperatorScrapesVirtop(t *testing.T) {
 	// The monitoring CRDs virtop is tested with (generated from
 	// pkg/apis/monitoring v0.95.2), and the Probe CRD, which
 	// prometheus-operator's Prometheus controller waits for and
-	// test/crds/monitoring does not hold: v0.85.0's own.
+	// internal/tools/crds/monitoring does not hold: v0.85.0's own.
 	n, err := devcluster.ApplyDir(ctx, env.Clients, filepath.Join(env.Repo, devcluster.MonitoringCRDDir))
 	if err != nil {
 		t.Fatal(err)

@@ -22,8 +22,8 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/api/v1alpha1"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/monitoring/metrics"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testreleases"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
@@ -66,7 +66,7 @@ func TestMonitoringOnRealNode(t *testing.T) {
 	env := framework.Require(t)
 	ctx := context.Background()
 	c := env.Client(t)
-	rel := catalog.Default
+	rel := release.Default
 	dist, _ := framework.ReleaseManifests(t, env)
 	start := time.Now()
 	var out bytes.Buffer

@@ -31,7 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testreleases"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
@@ -70,7 +70,7 @@ func TestUpstreamControlPlaneOnRealNode(t *testing.T) {
 	c := env.Client(t)
 	// One operator for every release, stopped when the whole test ends.
 	op := env.Operator(t, append(framework.HostOperatorArgs(t), "--leader-elect")...).Start()
-	for _, rel := range testreleases.Select(t, catalog.Builtin().Versions()) {
+	for _, rel := range testreleases.Select(t, release.Builtin().Versions()) {
 		t.Run(rel, func(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(upstreamSrc(env), "kubevirt-"+rel+".tar.gz")); err != nil {
 				t.Skipf("no upstream source for %s in %s: its components cannot be built here", rel, upstreamSrc(env))

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/catalog"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/testing/testreleases"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
@@ -31,12 +31,12 @@ func TestUpgradeOnRealNode(t *testing.T) {
 	if !testreleases.All(t) {
 		t.Skipf("%s=default: the upgrade on the real node runs in make test-all", testreleases.Env)
 	}
-	versions := catalog.Builtin().Versions()
-	i := slices.Index(versions, catalog.Default)
+	versions := release.Builtin().Versions()
+	i := slices.Index(versions, release.Default)
 	if i < 1 {
-		t.Fatalf("the catalog %v has no release before its default %s", versions, catalog.Default)
+		t.Fatalf("the catalog %v has no release before its default %s", versions, release.Default)
 	}
-	from, to := versions[i-1], catalog.Default
+	from, to := versions[i-1], release.Default
 	ctx := context.Background()
 	c := env.Client(t)
 	var out bytes.Buffer

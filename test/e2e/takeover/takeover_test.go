@@ -26,8 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/ownership"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testreleases"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
@@ -73,9 +73,9 @@ func TestTakeOverAndHandBack(t *testing.T) {
 	env := framework.Require(t)
 	// The default release, then the one before it (the release most
 	// installations upstream's operator runs today are at).
-	releases := []string{catalog.Default}
-	versions := catalog.Builtin().Versions()
-	if i := slices.Index(versions, catalog.Default); i >= 1 {
+	releases := []string{release.Default}
+	versions := release.Builtin().Versions()
+	if i := slices.Index(versions, release.Default); i >= 1 {
 		releases = append(releases, versions[i-1])
 	}
 	dist, took := framework.ReleaseManifests(t, env)
@@ -119,7 +119,7 @@ func takeOver(t *testing.T, env *framework.Env, c client.Client, dist, rel strin
 		ok, why := framework.AvailableAt(rel)(kv)
 		return ok && kv.Status.ObservedDeploymentID != "", why
 	})
-	if rel != catalog.Default {
+	if rel != release.Default {
 		// docs/migrate.md, step 1: the release upstream runs pinned (virtop
 		// refuses an adoption that would upgrade), while upstream's operator
 		// still runs and acts on it.

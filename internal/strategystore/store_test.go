@@ -1,8 +1,7 @@
-package store_test
+package strategystore_test
 
 import (
 	"context"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -17,21 +16,17 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/apply"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/inventory"
-	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategy"
-	"github.com/virtop-dev/virtop/internal/strategy/store"
-	"github.com/virtop-dev/virtop/internal/strategyjob"
+	"github.com/virtop-dev/virtop/internal/strategystore"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
-func TestMain(m *testing.M) {
-	os.Exit(testenv.Main(m, testenv.Options{Scheme: scheme.New(), SkipVirtopCRDs: true}))
-}
-
+// newConfig is the deployment config of a KubeVirt resource named
+// kubevirt in ns at version, mutate applied first.
 func newConfig(t *testing.T, ns, version string, mutate func(*kvv1.KubeVirt)) (*kvv1.KubeVirt, *config.DeploymentConfig) {
 	t.Helper()
 	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}
@@ -75,15 +70,15 @@ func hasEvent(evs []string, parts ...string) bool {
 // the API server.
 type jobs struct {
 	ensured, done int
-	state         strategyjob.State
-	verifier      *strategyjob.Runner
+	state         strategystore.State
+	verifier      *strategystore.Runner
 }
 
 // Verify checks with the key of signingKey's Secret, which the test plays
 // the operator creating: its fingerprint is recorded on a copy of kv.
 func (j *jobs) Verify(ctx context.Context, kv *kvv1.KubeVirt, cm *corev1.ConfigMap) error {
 	kv = kv.DeepCopy()
-	strategyjob.RecordKey(kv, testKey)
+	strategystore.RecordKey(kv, testKey)
 	return j.verifier.Verify(ctx, kv, cm)
 }
 
@@ -127,7 +122,7 @@ func signed(t *testing.T, cm *corev1.ConfigMap) *corev1.ConfigMap {
 	return cm
 }
 
-func (j *jobs) Ensure(context.Context, *kvv1.KubeVirt, *config.DeploymentConfig) (strategyjob.State, error) {
+func (j *jobs) Ensure(context.Context, *kvv1.KubeVirt, *config.DeploymentConfig) (strategystore.State, error) {
 	j.ensured++
 	return j.state, nil
 }
@@ -146,8 +141,8 @@ func TestResolveCatalogVersion(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	rec := events.NewFakeRecorder(16)
-	s := &store.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: catalog.Builtin(), Recorder: rec}
-	kv, cfg := newConfig(t, ns, catalog.Default, nil)
+	s := &strategystore.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: release.Builtin(), Recorder: rec}
+	kv, cfg := newConfig(t, ns, release.Default, nil)
 
 	res, err := s.Resolve(ctx, kv, cfg)
 	if err != nil || res.Strategy == nil || res.Strategy.ID != cfg.ID {
@@ -205,8 +200,8 @@ func TestResolveInvalid(t *testing.T) {
 	env := testenv.Get(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	s := &store.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: catalog.Builtin()}
-	kv, cfg := newConfig(t, ns, catalog.Default, func(kv *kvv1.KubeVirt) {
+	s := &strategystore.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: release.Builtin()}
+	kv, cfg := newConfig(t, ns, release.Default, func(kv *kvv1.KubeVirt) {
 		kv.Spec.CustomizeComponents.Patches = []kvv1.CustomizeComponentsPatch{{ResourceName: "virt-api", ResourceType: "Deployment",
 			Type: kvv1.MergePatchType, Patch: `{"spec":{"replicaz":3}}`}}
 	})
@@ -225,7 +220,7 @@ func TestResolveInvalid(t *testing.T) {
 	}
 
 	// Outside the catalog and no Job to render it: Invalid too.
-	s = &store.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: restricted(t, "v1.5.0")}
+	s = &strategystore.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: restricted(t, "v1.5.0")}
 	kv, cfg = newConfig(t, ns, "v1.5.3", nil)
 	res, err = s.Resolve(ctx, kv, cfg)
 	if err != nil || res.Invalid == nil || !strings.Contains(res.Invalid.Error(), "--strategy-image") {
@@ -233,9 +228,9 @@ func TestResolveInvalid(t *testing.T) {
 	}
 }
 
-func restricted(t *testing.T, versions ...string) catalog.Catalog {
+func restricted(t *testing.T, versions ...string) release.Catalog {
 	t.Helper()
-	c, err := catalog.Builtin().Restrict(versions)
+	c, err := release.Builtin().Restrict(versions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,10 +246,10 @@ func TestResolveFromTheJob(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	rec := events.NewFakeRecorder(16)
-	j := &jobs{state: strategyjob.State{Pending: "the Job runs", RequeueAfter: 15 * time.Second},
-		verifier: strategyjob.New(env.Client, env.Client, "example.com/virtop:test")}
-	newStore := func() *store.Store {
-		return &store.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: restricted(t, "v1.5.0"), Jobs: j, Recorder: rec}
+	j := &jobs{state: strategystore.State{Pending: "the Job runs", RequeueAfter: 15 * time.Second},
+		verifier: strategystore.NewRunner(env.Client, env.Client, "example.com/virtop:test")}
+	newStore := func() *strategystore.Store {
+		return &strategystore.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: restricted(t, "v1.5.0"), Jobs: j, Recorder: rec}
 	}
 	s := newStore()
 	kv, cfg := newConfig(t, ns, "v1.5.3", nil)
@@ -370,7 +365,7 @@ func TestResolveWithoutJobsReadsNoConfigMap(t *testing.T) {
 	if err := env.Client.Create(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	s := &store.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: restricted(t, "v1.5.0")}
+	s := &strategystore.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: restricted(t, "v1.5.0")}
 	res, err := s.Resolve(ctx, kv, cfg)
 	if err != nil || res.Strategy != nil || res.Invalid == nil || !strings.Contains(res.Invalid.Error(), "--strategy-image") {
 		t.Fatalf("Resolve = %+v, %v; want Invalid naming --strategy-image", res, err)
@@ -386,7 +381,7 @@ func TestCollect(t *testing.T) {
 	env := testenv.Get(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	s := &store.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: catalog.Builtin()}
+	s := &strategystore.Store{Client: env.Client, Applier: apply.New(env.Client), Catalog: release.Builtin()}
 	ids := []string{"aaaaaaaaaa01", "bbbbbbbbbb02", "cccccccccc03", "dddddddddd04"}
 	inv := &inventory.Inventory{}
 	for i, id := range ids {

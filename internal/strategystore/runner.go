@@ -1,4 +1,4 @@
-package strategyjob
+package strategystore
 
 import (
 	"context"
@@ -60,8 +60,7 @@ type State struct {
 	RequeueAfter time.Duration
 }
 
-// Runner drives the dump-install-strategy Job for the strategy store
-// (internal/strategy/store).
+// Runner drives the dump-install-strategy Job for the Store.
 type Runner struct {
 	// Client writes Jobs.
 	Client client.Client
@@ -94,8 +93,8 @@ type attempts struct {
 	trouble string
 }
 
-// New returns a Runner with the default back-off.
-func New(c client.Client, reader client.Reader, image string) *Runner {
+// NewRunner returns a Runner with the default back-off.
+func NewRunner(c client.Client, reader client.Reader, image string) *Runner {
 	return &Runner{Client: c, Reader: reader, Image: image, Clock: clock.RealClock{}}
 }
 

@@ -1,4 +1,4 @@
-package strategyjob_test
+package strategystore_test
 
 import (
 	"context"
@@ -18,10 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
-	"github.com/virtop-dev/virtop/internal/strategyjob"
+	"github.com/virtop-dev/virtop/internal/strategystore"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
@@ -31,17 +30,6 @@ func TestMain(m *testing.M) {
 	code := testenv.Main(m, testenv.Options{Scheme: scheme.New()})
 	cleanupBinary()
 	os.Exit(code)
-}
-
-func newConfig(t *testing.T, ns, version string) (*kvv1.KubeVirt, *config.DeploymentConfig) {
-	t.Helper()
-	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}
-	kv.Spec.ImageTag = version
-	cfg, err := config.FromKubeVirt(kv, config.Settings{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kv, cfg
 }
 
 // createKubeVirt creates kv: the Runner records the signing key's
@@ -117,17 +105,17 @@ func TestEnsureCreatesJobAndReplacesFailedOne(t *testing.T) {
 	ns := env.Namespace(t)
 	c := env.Client
 	ctx := context.Background()
-	kv, cfg := newConfig(t, ns, "v1.5.3")
+	kv, cfg := newConfig(t, ns, "v1.5.3", nil)
 	createKubeVirt(t, c, kv)
 	clk := clocktesting.NewFakePassiveClock(time.Now())
-	r := strategyjob.New(c, c, "example.com/virtop:test")
+	r := strategystore.NewRunner(c, c, "example.com/virtop:test")
 	r.Clock = clk
-	name := strategyjob.Name(cfg.ID)
+	name := strategystore.Name(cfg.ID)
 	createJobAccount(t, c, ns)
 
 	// A Job of an earlier deployment is obsolete.
-	_, oldCfg := newConfig(t, ns, "v1.4.0")
-	old := strategyjob.Job(oldCfg, "example.com/virtop:old")
+	_, oldCfg := newConfig(t, ns, "v1.4.0", nil)
+	old := strategystore.Job(oldCfg, "example.com/virtop:old")
 	if err := c.Create(ctx, old); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +151,7 @@ func TestEnsureCreatesJobAndReplacesFailedOne(t *testing.T) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-abcde", Namespace: ns,
 			Labels: map[string]string{batchv1.ControllerUidLabel: string(job.UID), batchv1.JobNameLabel: name}},
-		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: strategyjob.ContainerName, Image: "example.com/virtop:test"}}},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: strategystore.ContainerName, Image: "example.com/virtop:test"}}},
 	}
 	if err := c.Create(ctx, pod); err != nil {
 		t.Fatal(err)
@@ -269,12 +257,12 @@ func TestEnsureSucceededWithoutConfigMap(t *testing.T) {
 	ns := env.Namespace(t)
 	c := env.Client
 	ctx := context.Background()
-	kv, cfg := newConfig(t, ns, "v1.5.3")
+	kv, cfg := newConfig(t, ns, "v1.5.3", nil)
 	createKubeVirt(t, c, kv)
 	clk := clocktesting.NewFakePassiveClock(time.Now())
-	r := strategyjob.New(c, c, "example.com/virtop:test")
+	r := strategystore.NewRunner(c, c, "example.com/virtop:test")
 	r.Clock = clk
-	name := strategyjob.Name(cfg.ID)
+	name := strategystore.Name(cfg.ID)
 
 	if _, err := r.Ensure(ctx, kv, cfg); err != nil {
 		t.Fatal(err)
@@ -340,8 +328,8 @@ func TestJobPodPassesRestrictedPodSecurity(t *testing.T) {
 	if err := c.Update(ctx, nsObj); err != nil {
 		t.Fatal(err)
 	}
-	_, cfg := newConfig(t, ns, "v1.5.3")
-	job := strategyjob.Job(cfg, "example.com/virtop:test")
+	_, cfg := newConfig(t, ns, "v1.5.3", nil)
+	job := strategystore.Job(cfg, "example.com/virtop:test")
 	if err := c.Create(ctx, job); err != nil {
 		t.Fatalf("the Job is refused: %v", err)
 	}
@@ -382,9 +370,9 @@ func TestEnsureNamesAMissingServiceAccount(t *testing.T) {
 	ns := env.Namespace(t)
 	c := env.Client
 	ctx := context.Background()
-	kv, cfg := newConfig(t, ns, "v1.5.3")
+	kv, cfg := newConfig(t, ns, "v1.5.3", nil)
 	createKubeVirt(t, c, kv)
-	r := strategyjob.New(c, c, "example.com/virtop:test")
+	r := strategystore.NewRunner(c, c, "example.com/virtop:test")
 	if _, err := r.Ensure(ctx, kv, cfg); err != nil {
 		t.Fatal(err)
 	}

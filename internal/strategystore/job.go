@@ -1,14 +1,14 @@
-// Package strategyjob runs the dump-install-strategy Job: for a KubeVirt
-// version outside the operator's catalog, a pod of a virtop image whose
-// catalog has it renders the strategy and writes its ConfigMap.
-//
-// The Job is built by a pure function (Job) and driven by Runner.Ensure,
-// which the reconciler calls while the strategy ConfigMap is missing. Unlike
-// upstream's Job it honours infra placement, passes restricted Pod Security,
-// declares resources, carries static labels NetworkPolicies can allow, has a
-// deadline, is retried with back-off when it fails, and its failure is
-// reported (with the pod's reason, for example an unschedulable pod).
-package strategyjob
+package strategystore
+
+// The Job: for a KubeVirt version outside the operator's catalog, a pod of
+// a virtop image whose catalog has it renders the strategy and writes its
+// ConfigMap (pod.go). The Job is built by a pure function (Job) and driven
+// by Runner.Ensure, which the Store calls while the strategy ConfigMap is
+// missing. Unlike upstream's Job it honours infra placement, passes
+// restricted Pod Security, declares resources, carries static labels
+// NetworkPolicies can allow, has a deadline, is retried with back-off when
+// it fails, and its failure is reported (with the pod's reason, for example
+// an unschedulable pod).
 
 import (
 	batchv1 "k8s.io/api/batch/v1"

@@ -1,7 +1,8 @@
 // Package stage names the apply stages of a strategy and the gates of its
 // optional objects, and holds the one order they are applied and removed
 // in (order.go). Stages and gates travel with each object as annotations,
-// so a strategy read back from its ConfigMap carries them too.
+// so a strategy read back from its ConfigMap carries them too. A leaf:
+// pure functions over objects, it imports only internal/vocab.
 package stage
 
 import (

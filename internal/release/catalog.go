@@ -1,48 +1,34 @@
-// Package catalog lists the KubeVirt versions whose install strategies virtop
-// renders in process: the releases of internal/release's data. Any other
-// version is rendered by the dump-install-strategy Job of a virtop image
-// whose catalog has it.
-package catalog
+package release
 
 import (
 	"fmt"
 	"sort"
 	"sync"
-
-	"github.com/virtop-dev/virtop/internal/release"
 )
 
 // Default is the version installed when the KubeVirt resource names none.
 const Default = "v1.9.0"
 
-// Release describes what differs between catalog versions.
-type Release struct {
-	// Version is the KubeVirt tag, for example v1.5.3.
-	Version string
-	// RuleSet names the alert and recording-rule set of this release; the
-	// rules package renders it.
-	RuleSet string
-}
-
-// Catalog is a set of releases.
+// Catalog is a set of releases virtop renders in process. Any other version
+// is rendered by the dump-install-strategy Job of a virtop image whose
+// catalog has it.
 type Catalog struct {
-	releases map[string]Release
+	releases map[string]*Release
 }
 
 var builtin = sync.OnceValue(func() Catalog {
-	c := Catalog{releases: map[string]Release{}}
-	for _, v := range release.Versions() {
-		r, _ := release.Lookup(v)
-		c.releases[v] = Release{Version: v, RuleSet: r.RuleSet}
+	c := Catalog{releases: map[string]*Release{}}
+	for _, v := range Versions() {
+		c.releases[v], _ = Lookup(v)
 	}
 	return c
 })
 
-// Builtin is every release this binary can render.
+// Builtin is every release this binary can render: all of the data.
 func Builtin() Catalog { return builtin() }
 
-// Lookup returns the release for a version, if the catalog has it.
-func (c Catalog) Lookup(version string) (Release, bool) {
+// Lookup returns the release of a version, if the catalog has it.
+func (c Catalog) Lookup(version string) (*Release, bool) {
 	r, ok := c.releases[version]
 	return r, ok
 }
@@ -53,7 +39,7 @@ func (c Catalog) Versions() []string {
 	for v := range c.releases {
 		out = append(out, v)
 	}
-	sort.Slice(out, func(i, j int) bool { return release.Less(out[i], out[j]) })
+	sort.Slice(out, func(i, j int) bool { return Less(out[i], out[j]) })
 	return out
 }
 
@@ -61,7 +47,7 @@ func (c Catalog) Versions() []string {
 // operator that plays an older release (the operator setting
 // --catalog-versions) and for tests of the strategy Job path.
 func (c Catalog) Restrict(versions []string) (Catalog, error) {
-	keep := map[string]Release{}
+	keep := map[string]*Release{}
 	for _, v := range versions {
 		r, ok := c.releases[v]
 		if !ok {
@@ -71,9 +57,6 @@ func (c Catalog) Restrict(versions []string) (Catalog, error) {
 	}
 	return Catalog{releases: keep}, nil
 }
-
-// Lookup finds a version in the builtin catalog.
-func Lookup(version string) (Release, bool) { return builtin().Lookup(version) }
 
 // NotInCatalogError says a version cannot be rendered in process.
 type NotInCatalogError struct {

@@ -1,12 +1,19 @@
-// Package store resolves the install strategy of a deployment config and
-// keeps the strategy ConfigMaps of the install namespace: it remembers the
-// strategies it resolved, renders the versions of the operator's catalog
-// in process and writes their ConfigMap, loads the others from the
-// ConfigMap the dump-install-strategy Job writes (driving the Job while it
-// is missing), writes a ConfigMap again when someone deleted or changed
-// it, deletes one it cannot read so it is produced again, and collects the
-// ConfigMaps of old deployments. The controller calls Resolve and Collect.
-package store
+// Package strategystore is the one home of the install strategy's
+// storage and its Job. It resolves the install strategy of a deployment
+// config and keeps the strategy ConfigMaps of the install namespace: it
+// remembers the strategies it resolved, renders the versions of the
+// operator's catalog in process and writes their ConfigMap, loads the
+// others from the ConfigMap the dump-install-strategy Job writes (driving
+// the Job while it is missing: Runner, job.go and runner.go), writes a
+// ConfigMap again when someone deleted or changed it, deletes one it cannot
+// read so it is produced again, and collects the ConfigMaps of old
+// deployments. The controller calls Resolve and Collect; the Job's pod
+// (`virtop dump-install-strategy`) calls RenderForJob and CreateFromJob.
+//
+// It touches, in the install namespace only, the strategy ConfigMaps, the
+// strategy Job and its pods (read), and the signing-key Secret, and records
+// the key's fingerprint in the KubeVirt resource's status.
+package strategystore
 
 import (
 	"context"
@@ -29,13 +36,12 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/apply"
-	"github.com/virtop-dev/virtop/internal/catalog"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/faultpoint"
 	"github.com/virtop-dev/virtop/internal/inventory"
 	"github.com/virtop-dev/virtop/internal/recent"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategy"
-	"github.com/virtop-dev/virtop/internal/strategyjob"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -51,11 +57,11 @@ func init() { metrics.Registry.MustRegister(Collectors()...) }
 func Collectors() []prometheus.Collector { return []prometheus.Collector{generationSeconds} }
 
 // Jobs runs the dump-install-strategy Job for versions outside the
-// catalog (strategyjob.Runner).
+// catalog (Runner).
 type Jobs interface {
 	// Ensure makes progress towards the strategy ConfigMap of cfg; it is
 	// called while that ConfigMap is missing.
-	Ensure(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) (strategyjob.State, error)
+	Ensure(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) (State, error)
 	// Done is called once the strategy of cfg has loaded from its
 	// ConfigMap, to delete finished Jobs.
 	Done(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) error
@@ -73,7 +79,7 @@ type Store struct {
 	// Applier writes them, skipping a ConfigMap already as desired.
 	Applier *apply.Applier
 	// Catalog is what this operator renders in process.
-	Catalog catalog.Catalog
+	Catalog release.Catalog
 	// Jobs runs the strategy Job; nil makes a version outside the catalog
 	// a configuration error.
 	Jobs Jobs
@@ -200,7 +206,7 @@ func (s *Store) load(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.Deploym
 		// No Job, so no ConfigMap of a version outside the catalog is
 		// virtop's: none is read.
 		return Resolution{Invalid: fmt.Errorf("spec.imageTag: %w; set the operator's --strategy-image to a virtop image whose catalog has it",
-			&catalog.NotInCatalogError{Version: cfg.Version, Have: s.Catalog.Versions()})}, nil
+			&release.NotInCatalogError{Version: cfg.Version, Have: s.Catalog.Versions()})}, nil
 	}
 	cm := &corev1.ConfigMap{}
 	err := s.Client.Get(ctx, client.ObjectKey{Namespace: kv.Namespace, Name: strategy.ConfigMapName(cfg.ID)}, cm)

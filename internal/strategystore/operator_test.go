@@ -1,4 +1,4 @@
-package strategyjob_test
+package strategystore_test
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/operator"
 	"github.com/virtop-dev/virtop/internal/strategy"
-	"github.com/virtop-dev/virtop/internal/strategyjob"
+	"github.com/virtop-dev/virtop/internal/strategystore"
 	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
@@ -139,7 +139,7 @@ func TestOperatorInstallsVersionOutsideItsCatalog(t *testing.T) {
 		job = &jobs.Items[0]
 		return true, ""
 	})
-	if !strings.HasPrefix(job.Name, strategyjob.NamePrefix) || job.Spec.Template.Spec.Containers[0].Image != "example.com/virtop:test" {
+	if !strings.HasPrefix(job.Name, strategystore.NamePrefix) || job.Spec.Template.Spec.Containers[0].Image != "example.com/virtop:test" {
 		t.Errorf("Job %s runs %s", job.Name, job.Spec.Template.Spec.Containers[0].Image)
 	}
 	poll.Eventually(t, "StrategyPending on the KubeVirt resource", time.Minute, func() (bool, string) {

@@ -1,4 +1,4 @@
-package strategyjob
+package strategystore
 
 import (
 	"reflect"

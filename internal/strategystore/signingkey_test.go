@@ -1,4 +1,4 @@
-package strategyjob_test
+package strategystore_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/operator"
 	"github.com/virtop-dev/virtop/internal/strategy"
-	"github.com/virtop-dev/virtop/internal/strategyjob"
+	"github.com/virtop-dev/virtop/internal/strategystore"
 	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
@@ -137,7 +137,7 @@ func TestPlantedSigningKeyRefused(t *testing.T) {
 			recorded = g.Hash
 		}
 	}
-	if want := strategyjob.KeyFingerprint(sec.Data[vocab.StrategySigningKeyKey]); recorded != want {
+	if want := strategystore.KeyFingerprint(sec.Data[vocab.StrategySigningKeyKey]); recorded != want {
 		t.Errorf("status.generations records %q for the key, want %q", recorded, want)
 	}
 }
@@ -153,12 +153,12 @@ func TestEnsureRecordsTheKeyFirst(t *testing.T) {
 	c := env.Client
 	ctx := context.Background()
 	createJobAccount(t, c, ns)
-	kv, cfg := newConfig(t, ns, "v1.5.3")
+	kv, cfg := newConfig(t, ns, "v1.5.3", nil)
 	createKubeVirt(t, c, kv)
-	r := strategyjob.New(c, c, "example.com/virtop:test")
+	r := strategystore.NewRunner(c, c, "example.com/virtop:test")
 
 	// A record left by a pass that crashed before creating the Secret.
-	strategyjob.RecordKey(kv, []byte("a key that was never created"))
+	strategystore.RecordKey(kv, []byte("a key that was never created"))
 	if err := c.Status().Update(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestEnsureRecordsTheKeyFirst(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKeyFromObject(kv), live); err != nil {
 		t.Fatal(err)
 	}
-	want := strategyjob.KeyFingerprint(sec.Data[vocab.StrategySigningKeyKey])
+	want := strategystore.KeyFingerprint(sec.Data[vocab.StrategySigningKeyKey])
 	var records []string
 	for _, g := range live.Status.Generations {
 		if g.Name == vocab.StrategySigningKeySecret {
@@ -189,7 +189,7 @@ func TestEnsureRecordsTheKeyFirst(t *testing.T) {
 
 	// The same Secret with no record (a KubeVirt resource that never saw
 	// it): refused, no Job.
-	fresh, _ := newConfig(t, ns, "v1.5.3")
+	fresh, _ := newConfig(t, ns, "v1.5.3", nil)
 	if err := c.Get(ctx, client.ObjectKeyFromObject(kv), fresh); err != nil {
 		t.Fatal(err)
 	}
