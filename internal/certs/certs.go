@@ -380,3 +380,17 @@ func validate(lt config.Certificates) error {
 	}
 	return nil
 }
+
+// SecretNames names the certificate Secrets of a strategy's objects (the
+// CAs every release has included): the Secrets Fill reads from Live.
+func SecretNames(objs []client.Object) ([]string, error) {
+	ss, err := specsOf(objs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, s.name)
+	}
+	return out, nil
+}
