@@ -103,7 +103,7 @@ func upstreamWorkloads(t *testing.T, ns, version string) []client.Object {
 // CA and the leaf certificates it signed. Upstream's dumped strategy holds
 // them empty (its operator fills them at run time), so the data is issued
 // here, for the certificates of that release, with the default lifetimes
-// recorded in kubevirt.io/duration as upstream does.
+// recorded in kubevirt.io/duration in upstream's spelling.
 func upstreamCertificates(t *testing.T, ns, version string) []client.Object {
 	t.Helper()
 	applied, cfg := upstreamApplied(t, ns, version)
@@ -137,7 +137,12 @@ func upstreamCertificates(t *testing.T, ns, version string) []client.Object {
 			if o.Annotations == nil {
 				o.Annotations = map[string]string{}
 			}
-			o.Annotations[vocab.CertificateDurationAnnotation] = src.GetAnnotations()[vocab.CertificateDurationAnnotation]
+			// Upstream records the lifetime as a *metav1.Duration's String.
+			d, err := time.ParseDuration(src.GetAnnotations()[vocab.CertificateDurationAnnotation])
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.Annotations[vocab.CertificateDurationAnnotation] = (&metav1.Duration{Duration: d}).String()
 		case *corev1.ConfigMap:
 			o.Data = src.(*corev1.ConfigMap).Data
 		}
