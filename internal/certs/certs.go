@@ -30,7 +30,8 @@
 //     export proxy Route;
 //   - the annotation kubevirt.io/duration records the lifetime a
 //     certificate was issued with; a different configured lifetime
-//     re-issues it.
+//     re-issues it (upstream writes a *metav1.Duration's String,
+//     "&Duration{Duration:24h0m0s,}", virtop "24h0m0s"; both are read).
 //
 // Which certificates a strategy has, and how each is issued, is the
 // release's fact (internal/release: the data's certificates, read from
