@@ -30,7 +30,8 @@
 //     export proxy Route;
 //   - the annotation kubevirt.io/duration records the lifetime a
 //     certificate was issued with; a different configured lifetime
-//     re-issues it.
+//     re-issues it (upstream writes a *metav1.Duration's String,
+//     "&Duration{Duration:24h0m0s,}", virtop "24h0m0s"; both are read).
 //
 // Which certificates a strategy has, and how each is issued, is the
 // release's fact (internal/release: the data's certificates, read from
@@ -379,4 +380,18 @@ func validate(lt config.Certificates) error {
 		}
 	}
 	return nil
+}
+
+// SecretNames names the certificate Secrets of a strategy's objects (the
+// CAs every release has included): the Secrets Fill reads from Live.
+func SecretNames(objs []client.Object) ([]string, error) {
+	ss, err := specsOf(objs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, s.name)
+	}
+	return out, nil
 }

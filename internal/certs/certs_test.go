@@ -961,3 +961,33 @@ func BenchmarkFill(b *testing.B) {
 		}
 	})
 }
+
+// TestUpstreamDurationSpellingKept: upstream's operator records the
+// lifetime as the String of a *metav1.Duration; the certificates it
+// issued with the configured lifetimes are kept (an adoption re-issues
+// none), and one issued with another lifetime is still replaced.
+func TestUpstreamDurationSpellingKept(t *testing.T) {
+	e := newEnv(t)
+	e.fill()
+	for _, o := range e.out {
+		if sec, ok := o.(*corev1.Secret); ok {
+			d := sec.Annotations[vocab.CertificateDurationAnnotation]
+			dur, err := time.ParseDuration(d)
+			if err != nil {
+				t.Fatalf("%s: %v", sec.Name, err)
+			}
+			sec.Annotations[vocab.CertificateDurationAnnotation] = (&metav1.Duration{Duration: dur}).String()
+			if !strings.HasPrefix(sec.Annotations[vocab.CertificateDurationAnnotation], "&Duration{") {
+				t.Fatalf("metav1.Duration's String is %q: upstream's spelling is no longer that", sec.Annotations[vocab.CertificateDurationAnnotation])
+			}
+		}
+	}
+	if got := issued(e.at(time.Hour).fill()); len(got) != 0 {
+		t.Errorf("re-issued certificates recorded in upstream's spelling: %v", got)
+	}
+	secretOf(e.out, vocab.VirtAPICertSecretName).Annotations[vocab.CertificateDurationAnnotation] = (&metav1.Duration{Duration: 12 * time.Hour}).String()
+	rep := e.at(2 * time.Hour).fill()
+	if got := reasonOf(rep, vocab.VirtAPICertSecretName); got != ReasonDurationChanged {
+		t.Errorf("a certificate of another lifetime in upstream's spelling: reason %q, want %q", got, ReasonDurationChanged)
+	}
+}

@@ -155,11 +155,21 @@ func liveKeyPair(sec *corev1.Secret) (*keyPair, string) {
 	return parseKeyPair(sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey])
 }
 
+// issuedFor reports whether the lifetime recorded in a certificate
+// Secret's kubevirt.io/duration annotation is duration. virtop writes
+// time.Duration's spelling ("24h0m0s"); upstream's operator writes the
+// String of a *metav1.Duration, its generated protobuf form
+// ("&Duration{Duration:24h0m0s,}"): a certificate upstream issued, taken
+// over at adoption, is kept while its lifetime is the configured one.
+func issuedFor(annotation string, duration time.Duration) bool {
+	return annotation == duration.String() || annotation == "&Duration{Duration:"+duration.String()+",}"
+}
+
 // unfit reports why a sound live certificate must be replaced whatever
 // its renewal time, or "".
 func unfit(cert *x509.Certificate, sec *corev1.Secret, duration time.Duration, now time.Time) string {
 	switch {
-	case sec.Annotations[vocab.CertificateDurationAnnotation] != duration.String():
+	case !issuedFor(sec.Annotations[vocab.CertificateDurationAnnotation], duration):
 		return ReasonDurationChanged
 	case now.Before(cert.NotBefore.Add(-maxSkew)):
 		return ReasonNotYetValid

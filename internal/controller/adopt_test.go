@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +22,7 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/adopt"
+	"github.com/virtop-dev/virtop/internal/certs"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/operator"
 	"github.com/virtop-dev/virtop/internal/release"
@@ -30,10 +33,10 @@ import (
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
-// upstreamWorkloads reads upstream's own strategy of a release and returns
-// its virt-api and virt-controller Deployments and virt-handler DaemonSet
-// as upstream's operator applies them, in namespace ns.
-func upstreamWorkloads(t *testing.T, ns, version string) []client.Object {
+// upstreamApplied reads upstream's own strategy of a release and returns
+// its objects as upstream's operator applies them in namespace ns, and the
+// deployment config they were rendered for.
+func upstreamApplied(t *testing.T, ns, version string) ([]client.Object, *config.DeploymentConfig) {
 	t.Helper()
 	dir := os.Getenv("VIRTOP_UPSTREAM_STRATEGIES")
 	if dir == "" {
@@ -57,7 +60,7 @@ func upstreamWorkloads(t *testing.T, ns, version string) []client.Object {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.FromKubeVirt(&kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: "kubevirt"}, Spec: kvv1.KubeVirtSpec{ImageTag: version}}, config.Settings{})
+	cfg, err := config.FromKubeVirt(&kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: ns}, Spec: kvv1.KubeVirtSpec{ImageTag: version}}, config.Settings{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,18 +68,85 @@ func upstreamWorkloads(t *testing.T, ns, version string) []client.Object {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, o := range applied {
+		if o.GetNamespace() != "" {
+			o.SetNamespace(ns)
+		}
+	}
+	return applied, cfg
+}
+
+// upstreamWorkloads returns upstream's virt-api and virt-controller
+// Deployments and virt-handler DaemonSet of a release as upstream's
+// operator applies them, in namespace ns.
+func upstreamWorkloads(t *testing.T, ns, version string) []client.Object {
+	t.Helper()
+	applied, _ := upstreamApplied(t, ns, version)
 	var out []client.Object
 	for _, o := range applied {
 		switch o.(type) {
 		case *appsv1.Deployment, *appsv1.DaemonSet:
 			if n := o.GetName(); n == vocab.VirtAPI || n == vocab.VirtController || n == vocab.VirtHandler {
-				o.SetNamespace(ns)
 				out = append(out, o)
 			}
 		}
 	}
 	if len(out) != 3 {
 		t.Fatalf("found %d of upstream's three workloads", len(out))
+	}
+	return out
+}
+
+// upstreamCertificates returns the certificate Secrets and CA ConfigMaps
+// of a release as upstream's operator leaves them in namespace ns:
+// upstream's objects (its labels, unlabelled as virtop's), filled with a
+// CA and the leaf certificates it signed. Upstream's dumped strategy holds
+// them empty (its operator fills them at run time), so the data is issued
+// here, for the certificates of that release, with the default lifetimes
+// recorded in kubevirt.io/duration in upstream's spelling.
+func upstreamCertificates(t *testing.T, ns, version string) []client.Object {
+	t.Helper()
+	applied, cfg := upstreamApplied(t, ns, version)
+	st, err := strategy.Generate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filled, _, err := (&certs.Manager{}).Fill(st.Objects, certs.Live{}, cfg.Certificates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := map[string]client.Object{}
+	for _, o := range filled {
+		switch o.(type) {
+		case *corev1.Secret, *corev1.ConfigMap:
+			if _, ok := o.GetAnnotations()[vocab.CertificateAnnotation]; ok || o.GetName() == vocab.CASecretName || o.GetName() == vocab.ExportCASecretName {
+				data[fmt.Sprintf("%T/%s", o, o.GetName())] = o
+			}
+		}
+	}
+	var out []client.Object
+	for _, o := range applied {
+		src, ok := data[fmt.Sprintf("%T/%s", o, o.GetName())]
+		if !ok {
+			continue
+		}
+		switch o := o.(type) {
+		case *corev1.Secret:
+			o.Data = src.(*corev1.Secret).Data
+			delete(o.Data, vocab.PreviousCABundleKey)
+			if o.Annotations == nil {
+				o.Annotations = map[string]string{}
+			}
+			// Upstream records the lifetime as a *metav1.Duration's String.
+			d, err := time.ParseDuration(src.GetAnnotations()[vocab.CertificateDurationAnnotation])
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.Annotations[vocab.CertificateDurationAnnotation] = (&metav1.Duration{Duration: d}).String()
+		case *corev1.ConfigMap:
+			o.Data = src.(*corev1.ConfigMap).Data
+		}
+		out = append(out, o)
 	}
 	return out
 }
@@ -125,6 +195,25 @@ func adoptUpstream(t *testing.T, version, upgrade string) {
 			t.Fatal(err)
 		}
 		uids[o.GetName()] = o.GetUID()
+	}
+	// Upstream's CAs and certificates, as its operator issued them.
+	certObjs := upstreamCertificates(t, ns, version)
+	certUIDs, certData := map[string]types.UID{}, map[string][]byte{}
+	var upstreamCA []byte
+	for _, o := range certObjs {
+		if err := c.Create(ctx, o, client.FieldOwner(vocab.UpstreamFieldManager)); err != nil {
+			t.Fatal(err)
+		}
+		certUIDs[fmt.Sprintf("%T/%s", o, o.GetName())] = o.GetUID()
+		if sec, ok := o.(*corev1.Secret); ok {
+			certData[sec.Name] = sec.Data[corev1.TLSCertKey]
+			if sec.Name == vocab.CASecretName {
+				upstreamCA = sec.Data[corev1.TLSCertKey]
+			}
+		}
+	}
+	if len(certData) < 8 || upstreamCA == nil {
+		t.Fatalf("upstream's certificate Secrets: %d, kubevirt-ca among them: %v", len(certData), upstreamCA != nil)
 	}
 	testenv.FakeReadiness(t, c, ns)
 
@@ -271,6 +360,7 @@ func adoptUpstream(t *testing.T, version, upgrade string) {
 		}
 		t.Logf("%s: generation %d after the adoption (1 as upstream left it)", o.GetName(), live.GetGeneration())
 	}
+	checkCertificatesKept(t, c, ns, certObjs, certUIDs, certData, upstreamCA)
 	if upgrade != "" {
 		if err := c.Get(ctx, key, cur); err != nil {
 			t.Fatal(err)
@@ -308,4 +398,61 @@ func adoptUpstream(t *testing.T, version, upgrade string) {
 		}
 	}
 	t.Logf("Available went through %v", seen)
+}
+
+// checkCertificatesKept checks, after an adoption, that upstream's
+// certificate Secrets and CA ConfigMaps were taken over in place (same
+// UID, labelled as virtop's) and none re-issued (same tls.crt), and that
+// the trust bundle and the caBundles virtop applied hold upstream's CA.
+func checkCertificatesKept(t *testing.T, c client.Client, ns string, objs []client.Object, uids map[string]types.UID, data map[string][]byte, ca []byte) {
+	t.Helper()
+	ctx := context.Background()
+	var reissued []string
+	for _, o := range objs {
+		live := o.DeepCopyObject().(client.Object)
+		if err := c.Get(ctx, client.ObjectKeyFromObject(o), live); err != nil {
+			t.Fatal(err)
+		}
+		k := fmt.Sprintf("%T/%s", o, o.GetName())
+		if live.GetUID() != uids[k] {
+			t.Errorf("%s was recreated", k)
+		}
+		if got := live.GetLabels()[vocab.ManagedByLabel]; got != vocab.ManagedByValue {
+			t.Errorf("%s: managed-by %q, want %q", k, got, vocab.ManagedByValue)
+		}
+		if sec, ok := live.(*corev1.Secret); ok && !bytes.Equal(sec.Data[corev1.TLSCertKey], data[sec.Name]) {
+			reissued = append(reissued, sec.Name)
+		}
+	}
+	if len(reissued) > 0 {
+		t.Errorf("re-issued at adoption: %d of %d certificates: %v", len(reissued), len(data), reissued)
+	}
+	t.Logf("%d certificate Secrets kept of %d", len(data)-len(reissued), len(data))
+	trusts := func(bundle []byte) bool { return bytes.Contains(bundle, bytes.TrimSpace(ca)) }
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: vocab.CASecretName}, cm); err != nil {
+		t.Fatal(err)
+	}
+	if !trusts([]byte(cm.Data[vocab.CABundleKey])) {
+		t.Errorf("ConfigMap %s does not hold upstream's CA", vocab.CASecretName)
+	}
+	var vwcs admissionv1.ValidatingWebhookConfigurationList
+	if err := c.List(ctx, &vwcs, client.MatchingLabels{vocab.ManagedByLabel: vocab.ManagedByValue}); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, v := range vwcs.Items {
+		for _, w := range v.Webhooks {
+			if w.ClientConfig.Service == nil || w.ClientConfig.Service.Namespace != ns {
+				continue
+			}
+			checked++
+			if !trusts(w.ClientConfig.CABundle) {
+				t.Errorf("webhook %s/%s: caBundle does not hold upstream's CA", v.Name, w.Name)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Error("no webhook of the installation to check the caBundle of")
+	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,7 +34,14 @@ var (
 // for the plan's certificate step: live certificates are kept while they
 // are valid, others issued. The CA ConfigMaps are not read: they are
 // output only (certs.Live).
-func (r *Reconciler) liveCertificates(ctx context.Context, namespace string) (*plan.Certificates, error) {
+//
+// The cache holds only Secrets labelled as virtop's. A certificate Secret
+// of the strategy it does not hold is read uncached, by name, in the
+// install namespace: an installation made by upstream's operator (being
+// adopted) has its CAs and certificates in unlabelled Secrets, which are
+// kept and taken over, not re-issued. Once virtop has applied them they
+// are labelled and cached, so steady state reads nothing more.
+func (r *Reconciler) liveCertificates(ctx context.Context, namespace string, objs []client.Object) (*plan.Certificates, error) {
 	m := r.Certs
 	if m == nil {
 		m = &certs.Manager{Clock: r.Clock}
@@ -45,6 +53,24 @@ func (r *Reconciler) liveCertificates(ctx context.Context, namespace string) (*p
 	}
 	for i := range secrets.Items {
 		live.Secrets[secrets.Items[i].Name] = &secrets.Items[i]
+	}
+	names, err := certs.SecretNames(objs)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		if live.Secrets[name] != nil {
+			continue
+		}
+		sec := &corev1.Secret{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, sec)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("reading Secret %s: %w", name, err)
+		default:
+			live.Secrets[name] = sec
+		}
 	}
 	return &plan.Certificates{Manager: m, Live: live}, nil
 }

@@ -100,7 +100,7 @@ func (r *Reconciler) plan(ctx context.Context, s *scope) (bool, error) {
 	if s.tuning, err = r.selectTuning(ctx, s.cfg); err != nil {
 		return false, err
 	}
-	live, err := r.liveCertificates(ctx, s.kv.Namespace)
+	live, err := r.liveCertificates(ctx, s.kv.Namespace, s.strategy.Strategy.Objects)
 	if err != nil {
 		return false, err
 	}

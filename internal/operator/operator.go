@@ -258,8 +258,11 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if whOpts.enabled {
 		if whOpts.secret != nil {
 			// Read from the informer of managed Secrets the watches
-			// already run: a handshake is a memory lookup.
+			// already run: a handshake is a memory lookup. Upstream's
+			// unlabelled Secret, while virtop takes over its
+			// installation, is read uncached by name.
 			whOpts.secret.Reader = mgr.GetCache()
+			whOpts.secret.Fallback = mgr.GetAPIReader()
 		}
 		r.AdjustObject = whOpts.adjust
 		v := &kvwebhook.Validator{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), Settings: r.Settings}

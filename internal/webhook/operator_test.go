@@ -2,6 +2,8 @@ package webhook_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,7 +11,9 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,6 +23,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
 	"github.com/virtop-dev/virtop/internal/tools/podless"
 	"github.com/virtop-dev/virtop/internal/vocab"
+	"github.com/virtop-dev/virtop/internal/webhook"
 )
 
 // fakeReadiness plays kube-controller-manager for the namespace: every
@@ -141,4 +146,75 @@ func TestOperatorServesWebhookByURL(t *testing.T) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(kv), &kvv1.KubeVirt{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
+}
+
+// TestOperatorServesUpstreamCertificate runs the operator as it runs in
+// the cluster (its certificate from Secret kubevirt-operator-certs) while
+// that Secret is still upstream's operator's: not labelled as virtop's,
+// so outside the operator's cache, as during the takeover of an upstream
+// installation, when virtop's operator already answers upstream's
+// virt-operator-validator. The handshake must present the Secret's
+// certificate.
+func TestOperatorServesUpstreamCertificate(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	c := env.Client
+	ctx := context.Background()
+
+	cert, ca, err := webhook.SelfSigned("127.0.0.1", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crt, key := pemPair(t, cert)
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: vocab.VirtOperatorCertSecretName, Namespace: ns,
+			Labels: map[string]string{vocab.ManagedByLabel: "virt-operator"}},
+		Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key},
+	}
+	if err := c.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+
+	port := freePort(t)
+	host := fmt.Sprintf("127.0.0.1:%d", port)
+	mgr, err := operator.New(env.Config, operator.Options{
+		Namespace: ns, MetricsBindAddress: "0", HealthProbeBindAddress: "0",
+		WebhookBindAddress: host,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("operator exited with %v", err)
+		}
+	})
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	var served *x509.Certificate
+	poll.Eventually(t, "the operator's webhook to present upstream's certificate", 2*time.Minute, func() (bool, string) {
+		conn, err := tls.Dial("tcp", host, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+		if err != nil {
+			return false, err.Error()
+		}
+		defer conn.Close()
+		served = conn.ConnectionState().PeerCertificates[0]
+		return true, ""
+	})
+	if !served.Equal(cert.Leaf) {
+		t.Error("served a certificate other than the Secret's")
+	}
+	live := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(secret), live); err != nil {
+		t.Fatal(err)
+	}
+	if live.Labels[vocab.ManagedByLabel] == vocab.ManagedByValue {
+		t.Error("the Secret was labelled as virtop's: the test no longer covers an unlabelled one")
+	}
 }

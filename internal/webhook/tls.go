@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,17 +31,36 @@ import (
 //
 // The Secret is read as unstructured so that a cached reader shares the
 // operator's existing informer of managed Secrets.
+//
+// That informer holds only Secrets labelled as virtop's. While virtop
+// takes over an installation made by upstream's operator, the Secret is
+// still upstream's (unlabelled): virtop's operator already answers
+// upstream's virt-operator-validator webhooks, which guard the KubeVirt
+// resource the adoption is recorded on. Fallback then reads the Secret
+// uncached, by name, at most once per FallbackInterval; once virtop has
+// applied it the cache holds it and Fallback is not used again.
 type SecretCertificate struct {
 	// Reader reads the Secret; a cache-backed reader makes each handshake
 	// a memory lookup.
 	Reader client.Reader
+	// Fallback, when set, reads the Secret while Reader does not find it
+	// (an uncached reader: the Secret is read by name only).
+	Fallback client.Reader
 	// Key names the Secret.
 	Key types.NamespacedName
 
 	mu   sync.Mutex
 	rv   string
 	cert *tls.Certificate
+	// fellBack is when Fallback last found the Secret; handshakes until
+	// FallbackInterval later reuse its certificate without a read.
+	fellBack time.Time
 }
+
+// FallbackInterval is how long a certificate read through Fallback is
+// served before Fallback is read again: handshakes, which anyone who
+// reaches the webhook port can open, do not each cost an API request.
+const FallbackInterval = 10 * time.Second
 
 // GetCertificate is a tls.Config GetCertificate callback.
 func (s *SecretCertificate) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -48,11 +68,27 @@ func (s *SecretCertificate) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Cer
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion("v1")
 	u.SetKind("Secret")
-	if err := s.Reader.Get(ctx, s.Key, u); err != nil {
+	err := s.Reader.Get(ctx, s.Key, u)
+	fallback := apierrors.IsNotFound(err) && s.Fallback != nil
+	if fallback {
+		s.mu.Lock()
+		if s.cert != nil && time.Since(s.fellBack) < FallbackInterval {
+			defer s.mu.Unlock()
+			return s.cert, nil
+		}
+		s.mu.Unlock()
+		err = s.Fallback.Get(ctx, s.Key, u)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("webhook serving certificate: reading Secret %s: %w", s.Key, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if fallback {
+		s.fellBack = time.Now()
+	} else {
+		s.fellBack = time.Time{}
+	}
 	if s.cert != nil && s.rv == u.GetResourceVersion() {
 		return s.cert, nil
 	}
