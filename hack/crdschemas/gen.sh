@@ -36,9 +36,8 @@ cg_version="$("${CONTROLLER_GEN}" --version | awk '{print $NF}')"
 
 releases=("$@")
 if [[ ${#releases[@]} -eq 0 ]]; then
-	# Bases before the releases that derive from them: by version, with the
-	# root (v1.5.3) first.
-	mapfile -t releases < <(cd "${data}" && ls -d v* | sort -V | awk '$0=="v1.5.3"{print; next} {rest=rest $0 "\n"} END{printf "%s", rest}')
+	# Bases before the releases that derive from them.
+	mapfile -t releases < <("${root}/hack/releases.sh")
 fi
 
 scratch="$(mktemp -d)"

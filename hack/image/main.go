@@ -13,6 +13,11 @@
 //	          peer built from upstream's source (hack/tools/kubevirt.sh) or
 //	          the pod sandbox's pause (pause/), for a node that reaches no
 //	          registry. Reproducible like build.
+//	rootfs    a directory packed as a one-layer image, docker-archive like
+//	          peer: the root file systems of KubeVirt's node images
+//	          (virt-handler, virt-launcher) that hack/tools/kubevirt-node.sh
+//	          assembles from Debian's packages and upstream's binaries.
+//	          File capabilities (security.capability) are kept.
 //	registry  an in-memory registry on a loopback address (referrers API
 //	          on), for tests; it prints its address and serves until killed.
 //
@@ -41,6 +46,8 @@ func main() {
 		err = registryMain(os.Args[2:])
 	case "peer":
 		err = peerMain(os.Args[2:])
+	case "rootfs":
+		err = rootfsMain(os.Args[2:])
 	default:
 		usage()
 	}
@@ -54,7 +61,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: image build|push|peer|registry [flags] (image <command> -h lists the flags)")
+	fmt.Fprintln(os.Stderr, "usage: image build|push|peer|rootfs|registry [flags] (image <command> -h lists the flags)")
 	os.Exit(2)
 }
 

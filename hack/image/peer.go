@@ -223,37 +223,54 @@ func Peer(o PeerOptions) (v1.Image, name.Tag, error) {
 	if err != nil {
 		return nil, none, err
 	}
-	img, err := mutate.AppendLayers(empty.Image, base, binLayer)
+	img, err := runnable(tag, runConfig{Arch: o.Arch, Created: o.Created, User: o.User, Entrypoint: o.Path, Labels: o.Labels}, base, binLayer)
 	if err != nil {
 		return nil, none, err
+	}
+	return img, tag, nil
+}
+
+// runConfig is what a peer or rootfs image runs as: the configuration both
+// kinds of image share.
+type runConfig struct {
+	Arch       string
+	Created    time.Time
+	User       string
+	Entrypoint string
+	Labels     map[string]string
+}
+
+// runnable is the layers as one image named tag that runs c.Entrypoint as
+// c.User from /, with PeerPATH, the OCI title, version and created labels
+// (c.Labels added) and no history: reproducible from its inputs.
+func runnable(tag name.Tag, c runConfig, layers ...v1.Layer) (v1.Image, error) {
+	img, err := mutate.AppendLayers(empty.Image, layers...)
+	if err != nil {
+		return nil, err
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
-		return nil, none, err
+		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.Architecture = o.Arch
+	cf.Architecture = c.Arch
 	cf.OS = "linux"
-	cf.Created = v1.Time{Time: o.Created}
-	cf.Config.User = o.User
-	cf.Config.Entrypoint = []string{o.Path}
+	cf.Created = v1.Time{Time: c.Created}
+	cf.Config.User = c.User
+	cf.Config.Entrypoint = []string{c.Entrypoint}
 	cf.Config.WorkingDir = "/"
 	cf.Config.Env = []string{PeerPATH}
 	labels := map[string]string{
 		"org.opencontainers.image.title":   tag.RepositoryStr(),
 		"org.opencontainers.image.version": tag.TagStr(),
-		"org.opencontainers.image.created": o.Created.Format(time.RFC3339),
+		"org.opencontainers.image.created": c.Created.Format(time.RFC3339),
 	}
-	for k, v := range o.Labels {
+	for k, v := range c.Labels {
 		labels[k] = v
 	}
 	cf.Config.Labels = labels
 	cf.History = nil
-	img, err = mutate.ConfigFile(img, cf)
-	if err != nil {
-		return nil, none, err
-	}
-	return img, tag, nil
+	return mutate.ConfigFile(img, cf)
 }
 
 // WriteArchive writes the image as a docker-archive tar (manifest.json

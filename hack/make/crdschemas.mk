@@ -6,13 +6,18 @@
 # from kubevirt.io/api with controller-gen (see hack/crdschemas/gen.sh).
 UPSTREAM_STRATEGIES ?= $(CURDIR)/../shared/upstream-strategies
 KUBEVIRT_GIT ?=
-# Releases with a reference dump, bases first.
-RELEASES_WITH_DUMPS ?= v1.5.3 v1.6.6 v1.7.4 v1.8.4 v1.9.0
-RELEASES ?= v1.5.0 $(RELEASES_WITH_DUMPS)
+# Every release directory, bases first (hack/releases.sh); those with a
+# reference dump under UPSTREAM_STRATEGIES get their objects generated, the
+# others (v1.5.0) keep their hand-written ones.
+RELEASES ?= $(shell hack/releases.sh)
+RELEASES_WITH_DUMPS ?= $(strip $(foreach r,$(RELEASES),$(if $(wildcard $(UPSTREAM_STRATEGIES)/$(r)/strategy.yaml.gz),$(r))))
 
 .PHONY: release-data
 release-data: ## Regenerate internal/release/data from upstream's dumps and source (KUBEVIRT_GIT=<kubevirt git dir>)
 	@test -n "$(KUBEVIRT_GIT)" || { echo "set KUBEVIRT_GIT to a kubevirt/kubevirt git directory" >&2; exit 1; }
+	@test -n "$(RELEASES_WITH_DUMPS)" || { echo "no reference dump under $(UPSTREAM_STRATEGIES)" >&2; exit 1; }
+	@for r in $(filter-out $(RELEASES_WITH_DUMPS),$(RELEASES)); do \
+		echo "$$r: no reference dump in $(UPSTREAM_STRATEGIES): its objects are kept as written"; done
 	@for r in $(RELEASES_WITH_DUMPS); do \
 		$(GO) run ./hack/releasegen objects -release $$r -dump $(UPSTREAM_STRATEGIES)/$$r/strategy.yaml.gz || exit 1; done
 	@for r in $(RELEASES); do \

@@ -48,7 +48,7 @@ down: build ## Stop the local cluster's operator and delete the cluster (CLUSTER
 demo: ## Build only what the demo runs (virtop, the cluster's tools, the real node's images, the release manifest), then virtop up with the operator as a pod and Prometheus late
 	@echo "make demo: 1/5 bin/virtop (a first build takes about 2-5 minutes on 2 cores)"
 	@$(MAKE) --no-print-directory build
-	@echo "make demo: 2/5 the local cluster's tools (etcd, Kubernetes, kwok), missing ones only"
+	@echo "make demo: 2/5 the local cluster's tools (etcd, Kubernetes, kwok, prometheus-operator, kube-state-metrics), missing ones only"
 	@hack/tools/build.sh demo
 	@echo "make demo: 3/5 the real node: its Debian packages and images (pause and KubeVirt's components from upstream's source), missing ones only"
 	@$(MAKE) --no-print-directory node-packages node-images-upstream

@@ -42,6 +42,13 @@ node-images-operator: ## Write virtop's operator image for linux/NODE_ARCH as a 
 		-source-date-epoch $(SOURCE_DATE_EPOCH) -doc $(CURDIR)/LICENSE -doc $(CURDIR)/NOTICE \
 		-docker-archive $(abspath $(OPERATOR_IMAGE_ARCHIVE)) -tag $(OPERATOR_IMAGE_NAME)
 
+# Not part of node-images, make demo or CI: it needs root and Debian's
+# mirror, and costs minutes and a few hundred MB (docs/node-images.md).
+.PHONY: node-images-vm
+node-images-vm: ## Build KubeVirt KUBEVIRT_RELEASE's virt-handler and virt-launcher images from source on Debian's QEMU and libvirt (root; hack/tools/kubevirt-node.sh)
+	@hack/tools/node-packages.sh --kubevirt-build
+	VIRTOP_TOOLS_DIR=$(TOOLS_DIR) KUBEVIRT_REGISTRY=$(KUBEVIRT_REGISTRY) hack/tools/kubevirt.sh $(KUBEVIRT_RELEASE) node
+
 .PHONY: node-packages
 node-packages: ## Install the real node's Debian packages when missing (containerd, runc, iptables, the CNI plugins; root)
 	@hack/tools/node-packages.sh

@@ -21,7 +21,7 @@ tools: ## Build the pinned Kubernetes, etcd, kwok, controller-gen, prometheus-op
 	hack/tools/build.sh core
 
 .PHONY: tools-demo
-tools-demo: ## Build only what virtop up runs (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, kwokctl)
+tools-demo: ## Build only what virtop up runs (etcd, the Kubernetes commands, kwok, kwokctl; prometheus-operator and kube-state-metrics for --prometheus)
 	hack/tools/build.sh demo
 
 .PHONY: tools-packaging

@@ -32,7 +32,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/ownership"
 	"github.com/virtop-dev/virtop/internal/release"
@@ -95,7 +94,7 @@ func generate() ([]file, error) {
 			return nil, err
 		}
 		for _, o := range objs {
-			c, n := components.GrantedRules([]client.Object{o})
+			c, n := ownership.GrantedRules([]client.Object{o})
 			src := fmt.Sprintf("%s %s", strategy.Kind(o), o.GetName())
 			for _, r := range c {
 				clusterGranted = append(clusterGranted, commented{src, r})
@@ -140,7 +139,18 @@ func generate() ([]file, error) {
 		}
 	}
 	slices.Sort(placedMonitoring)
-	ownCluster := toCommented(slices.Concat(ownClusterRules, sccRules(sccNames), monitoringRules(placedMonitoring), configMapRules(placedConfigMaps)))
+	names, err := renderedNames()
+	if err != nil {
+		return nil, err
+	}
+	named := clusterNamedRules(names)
+	for _, r := range named {
+		if len(r.rule.ResourceNames) == 0 && slices.ContainsFunc(r.rule.Verbs, func(v string) bool { return v != "list" && v != "watch" }) {
+			// An empty resourceNames grants every name.
+			return nil, fmt.Errorf("no catalog release renders a %v: drop its rule rather than grant every name", r.rule.Resources)
+		}
+	}
+	ownCluster := toCommented(slices.Concat(ownClusterRules, named, sccRules(sccNames), monitoringRules(placedMonitoring), configMapRules(placedConfigMaps)))
 	groups := slices.Sorted(maps.Keys(crdList))
 	for _, g := range groups {
 		ownCluster = append(ownCluster, commented{
@@ -233,7 +243,7 @@ func rbacMarkdown(cluster, namespaced, job []commented) string {
 func render(version string) ([]client.Object, error) {
 	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: config.DefaultNamespace}}
 	kv.Spec.ImageTag = version
-	kv.Spec.Configuration.DeveloperConfiguration = &kvv1.DeveloperConfiguration{FeatureGates: []string{components.VMExportFeatureGate}}
+	kv.Spec.Configuration.DeveloperConfiguration = &kvv1.DeveloperConfiguration{FeatureGates: []string{vocab.VMExportFeatureGate}}
 	cfg, err := config.FromKubeVirt(kv, config.Settings{Namespace: config.DefaultNamespace})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", version, err)

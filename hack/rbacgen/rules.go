@@ -1,6 +1,12 @@
 package main
 
-import rbacv1 "k8s.io/api/rbac/v1"
+import (
+	"slices"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/virtop-dev/virtop/internal/vocab"
+)
 
 // ownRule is a permission the operator needs for its own work (not to grant
 // the components their roles), with the reason printed above it.
@@ -31,28 +37,20 @@ var ownClusterRules = []ownRule{
 		rule("virtop.dev", []string{"kubevirtmonitorings"}, "get", "list", "watch")},
 	{"The KubeVirtMonitoring resource's status (its Accepted and Applied conditions).",
 		rule("virtop.dev", []string{"kubevirtmonitorings/status"}, "patch")},
-	{"RBAC of the install strategy: ClusterRoles and ClusterRoleBindings (cluster-scoped; list and watch cannot be named, and the names of the others would be every catalog release's plus those the plan adds, virtop-metrics-reader: not narrowed yet) and RoleBindings, applied in the install namespace and, from v1.9.0, one in kube-system (to the Role extension-apiserver-authentication-reader), cached there too, for which the manifests ship no Role. Roles are the Role's (install namespace only). Creating roles also needs every permission they grant: see the generated rules below (no escalate or bind verb).",
-		rule("rbac.authorization.k8s.io", []string{"clusterrolebindings", "clusterroles", "rolebindings"}, manageVerbs...)},
-	{"KubeVirt's CRDs: applied and, on uninstall, deleted once empty; metadata watched cluster-wide for the capability gates, gated CRDs read in full.",
-		rule("apiextensions.k8s.io", []string{"customresourcedefinitions"}, manageVerbs...)},
-	{"KubeVirt's admission webhooks and admission policies.",
-		rule("admissionregistration.k8s.io", []string{"mutatingwebhookconfigurations", "validatingadmissionpolicies", "validatingadmissionpolicybindings", "validatingwebhookconfigurations"}, manageVerbs...)},
-	{"virt-api's APIServices (subresources.kubevirt.io), registered once virt-api serves.",
-		rule("apiregistration.k8s.io", []string{"apiservices"}, manageVerbs...)},
-	{"Storage migration before a CRD update drops a version objects may be stored at (internal/storagemigration): the CRD's storage version moved and status.storedVersions trimmed.",
-		rule("apiextensions.k8s.io", []string{"customresourcedefinitions/status"}, "get", "patch")},
+	{"RoleBindings of the install strategy, applied in the install namespace and, from v1.9.0, one in kube-system (to the Role extension-apiserver-authentication-reader), cached there too, for which the manifests ship no Role. Roles are the Role's (install namespace only); ClusterRoles and ClusterRoleBindings are named (below). Creating roles also needs every permission they grant: see the generated rules below (no escalate or bind verb).",
+		rule("rbac.authorization.k8s.io", []string{"rolebindings"}, manageVerbs...)},
 	{"Storage migration: every object of a KubeVirt CRD whose new version drops a stored version is listed and written back unchanged (the instancetypes and preferences in v1.7, the exports in v1.9).",
 		rule("instancetype.kubevirt.io", []string{"virtualmachineclusterinstancetypes", "virtualmachineclusterpreferences", "virtualmachineinstancetypes", "virtualmachinepreferences"}, "get", "list", "update")},
 	{"Storage migration of the VirtualMachineExports (v1.9.0's CRD drops v1alpha1).",
 		rule("export.kubevirt.io", []string{"virtualmachineexports"}, "get", "list", "update")},
-	{"The common instancetypes and preferences.",
+	{"The common instancetypes and preferences (cluster-scoped), applied, cached, pruned and uninstalled. Not named: KubeVirt's ClusterRoles kubevirt.io:admin and kubevirt.io:edit grant create, patch and delete on every one (the operator must hold what it grants), and storage migration rewrites every object of these kinds, users' included.",
 		rule("instancetype.kubevirt.io", []string{"virtualmachineclusterinstancetypes", "virtualmachineclusterpreferences"}, manageVerbs...)},
 	{"Monitoring resolution: which Prometheus selects KubeVirt's ServiceMonitor, and its namespace and ServiceAccount.",
 		rule("monitoring.coreos.com", []string{"prometheuses"}, "get", "list", "watch")},
 	{"Monitoring resolution: the namespace and ServiceAccount of the Prometheus found.",
 		rule("", []string{"namespaces", "serviceaccounts"}, "get")},
 	{"Node count (virt-api replicas and PodDisruptionBudget): metadata-only watch.",
-		rule("", []string{"nodes"}, "get", "list", "watch")},
+		rule("", []string{"nodes"}, "list", "watch")},
 	{"The metrics endpoint serves only callers the API server authenticates (TokenReview of their bearer token) and authorizes (SubjectAccessReview of get on /metrics); --metrics-auth=false drops the need.",
 		rule("authentication.k8s.io", []string{"tokenreviews"}, "create")},
 	{"The metrics endpoint's authorization of each caller (see tokenreviews).",
@@ -125,6 +123,60 @@ func configMapRules(names []string) []ownRule {
 var strategyJobRules = []ownRule{
 	{"The strategy ConfigMap, created (a plain create; an existing one is left as it is and the operator checks its signature). No patch or update: the account can change no existing ConfigMap of the namespace (kubevirt-ca among them), and the strategy's name changes with every deployment ID, so it could not be named here. Nothing is read (no get, list or watch), and the signing key reaches the pod through a secretKeyRef the kubelet resolves: no Secret access.",
 		rule("", []string{"configmaps"}, "create")},
+}
+
+// namedVerbs are what the operator does to one cluster-scoped object of
+// the install strategies, which RBAC authorizes by name: get (read
+// uncached: adoption's takeover, the capability snapshot's CRDs, storage
+// migration), create (server-side apply of a missing object: a patch the
+// API server authorizes as a create of that name; virtop issues no plain
+// create of these kinds), patch (server-side apply, the takeover's
+// managed-fields rewrite) and delete (prune, uninstall). No update.
+var namedVerbs = []string{"get", "create", "patch", "delete"}
+
+// clusterNamedRules are the operator's rules on the cluster-scoped kinds
+// of the install strategies (namedKinds): listed and watched unnamed (the
+// cache, prune and uninstall, label-scoped), and everything else by the
+// names n holds, derived from the catalog by renderedNames.
+func clusterNamedRules(n clusterNames) []ownRule {
+	why := map[string]string{
+		"rbac.authorization.k8s.io":    "ClusterRoles and ClusterRoleBindings of the install strategies, and virtop's " + vocab.MetricsReaderName + " (the plan's, bound to the Prometheus found)",
+		"apiextensions.k8s.io":         "KubeVirt's CustomResourceDefinitions (uninstall deletes them once empty; storage migration reads them uncached; get on every CRD stays, as KubeVirt's grant, below)",
+		"admissionregistration.k8s.io": "KubeVirt's admission webhooks and admission policies, gated ones included (virt-launcher-pod-mutator, the Plugins policies)",
+		"apiregistration.k8s.io":       "virt-api's APIServices (subresources.kubevirt.io), registered once virt-api serves",
+	}
+	var groups []string
+	byGroup := map[string][]namedKind{}
+	for _, k := range namedKinds {
+		if _, ok := byGroup[k.group]; !ok {
+			groups = append(groups, k.group)
+		}
+		byGroup[k.group] = append(byGroup[k.group], k)
+	}
+	var out []ownRule
+	for _, g := range groups {
+		var resources []string
+		for _, k := range byGroup[g] {
+			resources = append(resources, k.resource)
+		}
+		slices.Sort(resources)
+		out = append(out, ownRule{why[g] + ": cached, watched and listed label-scoped (prune, uninstall). RBAC cannot restrict list or watch by name: neither names an object.",
+			rule(g, resources, "list", "watch")})
+		for _, k := range byGroup[g] {
+			r := rule(g, []string{k.resource}, namedVerbs...)
+			r.ResourceNames = n.rendered[k.resource]
+			out = append(out, ownRule{why[g] + ": only the objects of kind " + k.kind + " a configuration of a catalog release renders or the plan adds (names derived from the catalog by hack/rbacgen) are applied (server-side apply: a patch, or a create of that name), read uncached, taken over at adoption and deleted (prune, uninstall), by name only.", r})
+		}
+	}
+	crds := n.rendered["customresourcedefinitions"]
+	status := rule("apiextensions.k8s.io", []string{"customresourcedefinitions/status"}, "get", "patch")
+	status.ResourceNames = crds
+	read := rule("apiextensions.k8s.io", []string{"customresourcedefinitions"}, "get")
+	read.ResourceNames = n.readCRDs
+	out = append(out,
+		ownRule{"Storage migration before a CRD update drops a version objects may be stored at (internal/storagemigration): the CRD's storage version moved and status.storedVersions trimmed, KubeVirt's CRDs only, by name.", status},
+		ownRule{"The capability snapshot's API gates: the CRD of each optional API of another project (Prometheus operator, OpenShift) read in full, uncached, by name, to learn which versions it serves and whether it is established. Never written.", read})
+	return out
 }
 
 // sccResource is OpenShift's SecurityContextConstraints, cluster-scoped.

@@ -53,7 +53,11 @@ func TestOwnRulesCoverOwnedKinds(t *testing.T) {
 	// The kinds virtop applies, caches and prunes in the install namespace
 	// only may be granted by the Role there; the others need the
 	// ClusterRole.
-	cluster := slices.Concat(ownClusterRules, sccRules([]string{"any"}), monitoringRules([]string{"any"}), configMapRules([]string{"any"}))
+	anyNames := clusterNames{rendered: map[string][]string{}, readCRDs: []string{"any"}}
+	for _, k := range namedKinds {
+		anyNames.rendered[k.resource] = []string{"any"}
+	}
+	cluster := slices.Concat(ownClusterRules, clusterNamedRules(anyNames), sccRules([]string{"any"}), monitoringRules([]string{"any"}), configMapRules([]string{"any"}))
 	inNamespace := append(slices.Clone(cluster), append(slices.Clone(ownNamespacedRules), secretRules([]string{"any"})...)...)
 	installOnly := func(gvk schema.GroupVersionKind) bool {
 		if !slices.Contains(k.Namespaced, gvk) {

@@ -49,6 +49,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/virtop-dev/virtop/internal/release"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 const dataDir = "internal/release/data"
@@ -240,7 +241,7 @@ func (tk *tokenizer) walk(x any, path string) any {
 				t[k] = release.TokenImagePullPolicy
 				continue
 			}
-			if s, ok := v.(string); ok && k == "app.kubernetes.io/version" && s == tk.version {
+			if s, ok := v.(string); ok && k == vocab.AppVersionLabel && s == tk.version {
 				t[k] = release.TokenProductVersion
 				continue
 			}

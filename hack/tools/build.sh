@@ -14,11 +14,12 @@
 # Usage: hack/tools/build.sh [GROUP|BINARY]...
 #   groups:   demo:           what `virtop up` runs, in the order it starts
 #                             them: etcd kube-apiserver kube-controller-manager
-#                             kube-scheduler kubectl kwok kwokctl
-#             core (default): demo, then controller-gen,
-#                             prometheus-operator and kube-state-metrics
-#                             (tests; `virtop up --prometheus` with a real
-#                             node runs them)
+#                             kube-scheduler kubectl kwok kwokctl kubelet
+#                             kube-proxy, then prometheus-operator and
+#                             kube-state-metrics (`virtop up --prometheus`
+#                             with a real node runs them: make demo's
+#                             monitoring)
+#             core (default): demo, then controller-gen (tests)
 #             packaging:      helm kustomize
 #             all:            core and packaging
 #   binaries: any of the names above
@@ -36,23 +37,12 @@ export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
 cache="${VIRTOP_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/virtop/tools}"
 
-demo=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl kubelet kube-proxy)
-core=("${demo[@]}" controller-gen prometheus-operator kube-state-metrics)
+demo=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl kubelet kube-proxy prometheus-operator kube-state-metrics)
+core=("${demo[@]}" controller-gen)
 packaging=(helm kustomize)
 
-tmp_files=()
-cleanup() {
-	local f
-	for f in "${tmp_files[@]+"${tmp_files[@]}"}"; do rm -rf -- "$f"; done
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-die() {
-	echo "build.sh: $*" >&2
-	exit 1
-}
+# shellcheck source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 # Version-stamping flags for the Kubernetes commands (what --version prints).
 kube_ldflags() {

@@ -53,7 +53,14 @@
 # It takes a few seconds and is rebuilt on every run, so it follows the
 # source.
 #
-# Usage: hack/tools/kubevirt.sh RELEASE|pause...
+# `node` (with one or more releases: `hack/tools/kubevirt.sh v1.9.0 node`)
+# also builds each release's node images, virt-handler and virt-launcher,
+# on root file systems assembled from Debian's packages
+# (hack/tools/kubevirt-node.sh, which says how; root and Debian's mirror
+# needed). It is not part of `make demo` or CI: docs/node-images.md gives
+# its cost.
+#
+# Usage: hack/tools/kubevirt.sh RELEASE|pause|node...
 # Environment: VIRTOP_UPSTREAM_SRC, KUBEVIRT_REGISTRY, VIRTOP_TOOLS_DIR, GO.
 set -euo pipefail
 
@@ -76,19 +83,8 @@ registry="${registry%/}"
 pause_name="registry.k8s.io/pause:3.10"
 version_pkg="kubevirt.io/client-go/version"
 
-tmp_files=()
-cleanup() {
-	local f
-	for f in "${tmp_files[@]+"${tmp_files[@]}"}"; do rm -rf -- "$f"; done
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-die() {
-	echo "kubevirt.sh: $*" >&2
-	exit 1
-}
+# shellcheck source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 # has_sync RELEASE: whether the release has the synchronization controller
 # (v1.6 on).
@@ -315,19 +311,27 @@ build_pause() {
 }
 
 main() {
-	[[ $# -gt 0 ]] || die "usage: hack/tools/kubevirt.sh RELEASE|pause... (releases: the kubevirt-<release>.tar.gz in ${upstream_src})"
+	[[ $# -gt 0 ]] || die "usage: hack/tools/kubevirt.sh RELEASE|pause|node... (releases: the kubevirt-<release>.tar.gz in ${upstream_src})"
 	command -v "${GO}" >/dev/null || die "go not found in PATH"
 	mkdir -p "${cache}"
-	local arg
+	local arg node=false releases=()
+	for arg in "$@"; do [[ "${arg}" == node ]] && node=true; done
 	for arg in "$@"; do
 		case "${arg}" in
 		pause) build_pause ;;
+		node) ;;
 		*)
 			build_release "${arg}"
 			build_manifests "${arg}" "${cache}/kubevirt-${arg}" "${upstream_src}/kubevirt-${arg}.tar.gz"
+			releases+=("${arg}")
 			;;
 		esac
 	done
+	if ${node}; then
+		[[ ${#releases[@]} -gt 0 ]] || die "node: name the releases whose node images to build (hack/tools/kubevirt.sh v1.9.0 node)"
+		VIRTOP_TOOLS_DIR="${cache}" KUBEVIRT_REGISTRY="${registry}" VIRTOP_UPSTREAM_SRC="${upstream_src}" GO="${GO}" \
+			"${here}/kubevirt-node.sh" "${releases[@]}"
+	fi
 }
 
 main "$@"

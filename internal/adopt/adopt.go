@@ -10,17 +10,24 @@
 package adopt
 
 import (
+	"bytes"
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/util/csaupgrade"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/vocab"
@@ -148,6 +155,11 @@ type Record struct {
 	DeploymentID string `json:"deploymentID"`
 	// DeploymentConfig is upstream's status.observedDeploymentConfig.
 	DeploymentConfig string `json:"deploymentConfig,omitempty"`
+	// Virtop is virtop's deployment ID when it took over. While virtop's
+	// deployment keeps that ID, the pod templates upstream wrote stay as
+	// they are (KeepsTemplate); "" in records of virtop releases that
+	// rewrote them at adoption.
+	Virtop string `json:"virtopDeploymentID,omitempty"`
 }
 
 // RecordOf is the record of upstream's deployment as its status shows it.
@@ -186,8 +198,119 @@ func Adopted(kv *kvv1.KubeVirt) (Record, bool, error) {
 // rather than merging with them: a field upstream set and virtop's object
 // does not hold is removed by that apply. nil when upstream owns nothing.
 // The patch carries the resourceVersion: a concurrent change conflicts.
-func TakeOverPatch(live *unstructured.Unstructured) ([]byte, error) {
-	return csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(vocab.UpstreamFieldManager), vocab.FieldManager)
+//
+// With keepTemplate (a workload whose pod template stays upstream's, see
+// KeepsTemplate) the fields under spec.template stay with upstream's
+// manager: virtop's apply then leaves the template out and it stays as
+// upstream wrote it, where owning it would make an apply that leaves it
+// out remove it.
+func TakeOverPatch(live *unstructured.Unstructured, keepTemplate bool) ([]byte, error) {
+	if !keepTemplate {
+		return csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(vocab.UpstreamFieldManager), vocab.FieldManager)
+	}
+	var kept []metav1.ManagedFieldsEntry
+	entries := make([]metav1.ManagedFieldsEntry, 0, len(live.GetManagedFields()))
+	for _, e := range live.GetManagedFields() {
+		if !upstreamEntry(e) {
+			entries = append(entries, e)
+			continue
+		}
+		tmpl, rest, err := splitTemplate(e)
+		if err != nil {
+			return nil, err
+		}
+		if tmpl.Empty() {
+			entries = append(entries, e)
+			continue
+		}
+		k := *e.DeepCopy()
+		if err := setFields(&k, tmpl); err != nil {
+			return nil, err
+		}
+		kept = append(kept, k)
+		if rest.Empty() {
+			continue
+		}
+		r := *e.DeepCopy()
+		if err := setFields(&r, rest); err != nil {
+			return nil, err
+		}
+		entries = append(entries, r)
+	}
+	moved := live.DeepCopy()
+	moved.SetManagedFields(entries)
+	if err := csaupgrade.UpgradeManagedFields(moved, sets.New(vocab.UpstreamFieldManager), vocab.FieldManager); err != nil {
+		return nil, err
+	}
+	out := append(moved.GetManagedFields(), kept...)
+	if equality.Semantic.DeepEqual(out, live.GetManagedFields()) {
+		return nil, nil
+	}
+	return json.Marshal([]map[string]interface{}{
+		{"op": "replace", "path": "/metadata/managedFields", "value": out},
+		// As csaupgrade does: a concurrent change conflicts (409).
+		{"op": "replace", "path": "/metadata/resourceVersion", "value": live.GetResourceVersion()},
+	})
+}
+
+// templatePath is where a workload's pod template lives.
+var templatePath = fieldpath.MakePathOrDie("spec", "template")
+
+// upstreamEntry reports whether a managed-fields entry is upstream's
+// operator's (an update of the main resource).
+func upstreamEntry(e metav1.ManagedFieldsEntry) bool {
+	return e.Manager == vocab.UpstreamFieldManager && e.Operation == metav1.ManagedFieldsOperationUpdate && e.Subresource == "" && e.FieldsV1 != nil
+}
+
+// splitTemplate splits an entry's fields into those under spec.template
+// and the others.
+func splitTemplate(e metav1.ManagedFieldsEntry) (tmpl, rest *fieldpath.Set, err error) {
+	var all fieldpath.Set
+	if err := all.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+		return nil, nil, fmt.Errorf("managed fields of %s: %w", e.Manager, err)
+	}
+	tmpl, rest = &fieldpath.Set{}, &fieldpath.Set{}
+	all.Iterate(func(p fieldpath.Path) {
+		if len(p) >= len(templatePath) && p[:len(templatePath)].Equals(templatePath) {
+			tmpl.Insert(p)
+		} else {
+			rest.Insert(p)
+		}
+	})
+	return tmpl, rest, nil
+}
+
+func setFields(e *metav1.ManagedFieldsEntry, s *fieldpath.Set) error {
+	raw, err := s.ToJSON()
+	if err != nil {
+		return err
+	}
+	e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
+	return nil
+}
+
+// TemplateByUpstream reports whether upstream's operator still owns fields
+// of a workload's pod template: the template is as upstream wrote it
+// (virtop's takeover left it, see TakeOverPatch).
+func TemplateByUpstream(live *unstructured.Unstructured) bool {
+	for _, e := range live.GetManagedFields() {
+		if !upstreamEntry(e) {
+			continue
+		}
+		if tmpl, _, err := splitTemplate(e); err == nil && !tmpl.Empty() {
+			return true
+		}
+	}
+	return false
+}
+
+// KeepsTemplate reports whether a taken-over workload keeps the pod
+// template upstream wrote: while virtop's deployment is the one it took
+// over at (rec.Virtop is its ID) and upstream's manager still owns the
+// template. A change of the deployment (an upgrade, another image or
+// placement) renders virtop's template, which rolls the workload then.
+func KeepsTemplate(rec Record, virtopID string, live *unstructured.Unstructured) bool {
+	return live != nil && rec.Virtop != "" && rec.Virtop == virtopID && TemplateByUpstream(live)
 }
 
 // HandBackPatch is the merge patch that leaves a virtop-managed object for
@@ -197,24 +320,44 @@ func TakeOverPatch(live *unstructured.Unstructured) ([]byte, error) {
 // upstream's operator finds its objects as it left them. Pod templates
 // are not touched (a change there would roll the workload). nil when the
 // object is not virtop's or needs nothing.
-func HandBackPatch(live *unstructured.Unstructured, rec *Record) ([]byte, error) {
+//
+// At that release the object also gets upstream's kubevirt.io/generation
+// annotation back, the KubeVirt resource's generation (virtop's apply
+// removed it): upstream's operator wants it on every object it manages
+// (injectOperatorMetadata) and, finding it missing, rewrites every object
+// in its first pass and reports Available=False meanwhile. The kinds
+// upstream's customizer patches (CustomizedKind) get its
+// kubevirt.io/customizer-identifier back too, customizer (see
+// CustomizerIdentifier), which virtop's apply removed as well: missing on
+// virt-handler's DaemonSet, upstream's operator (v1.8.4) takes it for a
+// changed DaemonSet, starts a canary upgrade and ends its first pass
+// unfinished, Available=False until the next.
+func HandBackPatch(live *unstructured.Unstructured, rec *Record, generation int64, customizer string) ([]byte, error) {
 	if live.GetLabels()[vocab.ManagedByLabel] != vocab.ManagedByValue {
 		return nil, nil
 	}
 	ann := map[string]interface{}{}
 	for k := range live.GetAnnotations() {
-		if strings.HasPrefix(k, "virtop.dev/") {
+		if strings.HasPrefix(k, vocab.VirtopKeyPrefix) {
 			ann[k] = nil
 		}
 	}
 	a := live.GetAnnotations()
-	if rec != nil && rec.DeploymentID != "" && a[vocab.InstallStrategyIdentifierAnnotation] != "" &&
+	// virtop's strategy ConfigMap keeps virtop's identifier: upstream's
+	// operator loads the newest strategy ConfigMap whose identifier is its
+	// deployment ID, which must be its own (it re-renders it when gone).
+	_, strategyCM := live.GetLabels()[vocab.InstallStrategyLabel]
+	if rec != nil && rec.DeploymentID != "" && a[vocab.InstallStrategyIdentifierAnnotation] != "" && !strategyCM &&
 		a[vocab.InstallStrategyVersionAnnotation] == rec.Version {
 		ann[vocab.InstallStrategyIdentifierAnnotation] = rec.DeploymentID
+		ann[vocab.UpstreamGenerationAnnotation] = strconv.FormatInt(generation, 10)
+		if customizer != "" && CustomizedKind(live.GetKind()) {
+			ann[vocab.UpstreamCustomizerAnnotation] = customizer
+		}
 	}
 	labels := map[string]interface{}{vocab.ManagedByLabel: vocab.UpstreamManagedByValue}
 	for k := range live.GetLabels() {
-		if strings.HasPrefix(k, "virtop.dev/") {
+		if strings.HasPrefix(k, vocab.VirtopKeyPrefix) {
 			labels[k] = nil
 		}
 	}
@@ -242,4 +385,31 @@ func HandBackStatus(st kvv1.KubeVirtStatus, rec *Record) kvv1.KubeVirtStatus {
 		out.TargetDeploymentConfig = rec.DeploymentConfig
 	}
 	return out
+}
+
+// CustomizedKind reports whether upstream's customizer patches objects of
+// the kind, recording its identifier on each: Deployments, DaemonSets,
+// Services, webhook configurations, APIServices and (certificate) Secrets.
+func CustomizedKind(kind string) bool {
+	switch kind {
+	case "Deployment", "DaemonSet", "Service", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "APIService", "Secret":
+		return true
+	}
+	return false
+}
+
+// CustomizerIdentifier is the identifier upstream's operator records in
+// kubevirt.io/customizer-identifier for spec.customizeComponents: the
+// hex SHA-1 of its JSON, the patches ordered (stably) by the length of
+// their patch document. With no customization it is the SHA-1 of "{}".
+func CustomizerIdentifier(cc kvv1.CustomizeComponents) (string, error) {
+	cc = *cc.DeepCopy()
+	sort.SliceStable(cc.Patches, func(i, j int) bool { return len(cc.Patches[i].Patch) < len(cc.Patches[j].Patch) })
+	b, err := json.Marshal(cc)
+	if err != nil {
+		return "", fmt.Errorf("spec.customizeComponents: %w", err)
+	}
+	// #nosec G401 -- an identifier upstream's operator compares, not a secret.
+	sum := sha1.Sum(b)
+	return hex.EncodeToString(sum[:]), nil
 }

@@ -1,6 +1,8 @@
 package adopt
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -121,7 +123,7 @@ func fields(s string) *metav1.FieldsV1 { return &metav1.FieldsV1{Raw: []byte(s)}
 func TestTakeOverPatch(t *testing.T) {
 	upstream := metav1.ManagedFieldsEntry{Manager: vocab.UpstreamFieldManager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: fields(`{"f:data":{"f:a":{}}}`)}
 	controller := metav1.ManagedFieldsEntry{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: fields(`{"f:data":{"f:b":{}}}`)}
-	p, err := TakeOverPatch(managed(upstream, controller))
+	p, err := TakeOverPatch(managed(upstream, controller), false)
 	if err != nil || p == nil {
 		t.Fatalf("TakeOverPatch = %s, %v; want a patch", p, err)
 	}
@@ -146,8 +148,75 @@ func TestTakeOverPatch(t *testing.T) {
 	if ops[1].Path != "/metadata/resourceVersion" || string(ops[1].Value) != `"7"` {
 		t.Errorf("the patch does not guard the resourceVersion: %s", p)
 	}
-	if p, err := TakeOverPatch(managed(controller)); err != nil || p != nil {
+	if p, err := TakeOverPatch(managed(controller), false); err != nil || p != nil {
 		t.Errorf("nothing of upstream's: TakeOverPatch = %s, %v; want nil", p, err)
+	}
+}
+
+// A workload whose pod template stays upstream's: the fields under
+// spec.template stay with upstream's manager, the others move to virtop's.
+func TestTakeOverPatchKeepsTemplate(t *testing.T) {
+	upstream := metav1.ManagedFieldsEntry{Manager: vocab.UpstreamFieldManager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apps/v1", FieldsType: "FieldsV1",
+		FieldsV1: fields(`{"f:metadata":{"f:labels":{"f:app":{}}},"f:spec":{"f:replicas":{},"f:template":{"f:metadata":{"f:labels":{"f:app":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"virt-api\"}":{".":{},"f:image":{}}}}}}}`)}
+	controller := metav1.ManagedFieldsEntry{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apps/v1", FieldsType: "FieldsV1", Subresource: "status", FieldsV1: fields(`{"f:status":{"f:replicas":{}}}`)}
+	live := managed(upstream, controller)
+	live.SetAPIVersion("apps/v1")
+	live.SetKind("Deployment")
+	if !TemplateByUpstream(live) {
+		t.Fatal("TemplateByUpstream = false before the takeover")
+	}
+	p, err := TakeOverPatch(live, true)
+	if err != nil || p == nil {
+		t.Fatalf("TakeOverPatch = %s, %v; want a patch", p, err)
+	}
+	var ops []struct {
+		Op, Path string
+		Value    json.RawMessage
+	}
+	if err := json.Unmarshal(p, &ops); err != nil {
+		t.Fatal(err)
+	}
+	var entries []metav1.ManagedFieldsEntry
+	if err := json.Unmarshal(ops[0].Value, &entries); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range entries {
+		got[e.Manager+"/"+string(e.Operation)] = string(e.FieldsV1.Raw)
+	}
+	if want := `{"f:metadata":{"f:labels":{"f:app":{}}},"f:spec":{"f:replicas":{}}}`; got[vocab.FieldManager+"/Apply"] != want {
+		t.Errorf("virtop's fields = %s; want %s (all: %v)", got[vocab.FieldManager+"/Apply"], want, got)
+	}
+	if tmpl := got[vocab.UpstreamFieldManager+"/Update"]; !strings.Contains(tmpl, `"f:template"`) || strings.Contains(tmpl, "f:replicas") {
+		t.Errorf("upstream's fields = %s; want the template alone", tmpl)
+	}
+	if got["kube-controller-manager/Update"] == "" {
+		t.Errorf("kube-controller-manager's status entry lost: %v", got)
+	}
+	after := live.DeepCopy()
+	after.SetManagedFields(entries)
+	if !TemplateByUpstream(after) {
+		t.Error("TemplateByUpstream = false after a takeover that kept the template")
+	}
+	rec := Record{Virtop: "id-1"}
+	if !KeepsTemplate(rec, "id-1", after) || KeepsTemplate(rec, "id-2", after) || KeepsTemplate(Record{}, "", after) {
+		t.Error("KeepsTemplate: want true only at the deployment virtop took over at")
+	}
+	// Later, with the template no longer kept, it moves to virtop too.
+	p, err = TakeOverPatch(after, false)
+	if err != nil || p == nil {
+		t.Fatalf("second TakeOverPatch = %s, %v; want a patch", p, err)
+	}
+	if err := json.Unmarshal(p, &ops); err != nil {
+		t.Fatal(err)
+	}
+	entries = nil
+	if err := json.Unmarshal(ops[0].Value, &entries); err != nil {
+		t.Fatal(err)
+	}
+	after.SetManagedFields(entries)
+	if TemplateByUpstream(after) {
+		t.Errorf("upstream still owns the template after the full takeover: %s", p)
 	}
 }
 
@@ -162,23 +231,70 @@ func TestHandBackPatch(t *testing.T) {
 		"user": "kept",
 	})
 	rec := &Record{Version: "v1.5.3", DeploymentID: "upstream-id"}
-	p, err := HandBackPatch(live, rec)
+	p, err := HandBackPatch(live, rec, 3, "cust")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"metadata":{"annotations":{"kubevirt.io/install-strategy-identifier":"upstream-id","virtop.dev/applied-hash":null,"virtop.dev/stage":null},"labels":{"app.kubernetes.io/managed-by":"virt-operator","virtop.dev/install-namespace":null}}}`
+	// Upstream's operator wants its kubevirt.io/generation (the KubeVirt
+	// resource's generation) on every object; missing, it rewrites them all.
+	want := `{"metadata":{"annotations":{"kubevirt.io/generation":"3","kubevirt.io/install-strategy-identifier":"upstream-id","virtop.dev/applied-hash":null,"virtop.dev/stage":null},"labels":{"app.kubernetes.io/managed-by":"virt-operator","virtop.dev/install-namespace":null}}}`
 	if string(p) != want {
 		t.Errorf("HandBackPatch =\n%s\nwant\n%s", p, want)
 	}
 	// After an upgrade under virtop the identifier is virtop's to keep.
 	rec.Version = "v1.4.0"
-	p, _ = HandBackPatch(live, rec)
-	if strings.Contains(string(p), "upstream-id") {
+	p, _ = HandBackPatch(live, rec, 3, "cust")
+	if strings.Contains(string(p), "upstream-id") || strings.Contains(string(p), vocab.UpstreamGenerationAnnotation) {
 		t.Errorf("identifier restored at another release: %s", p)
 	}
 	live.SetLabels(map[string]string{vocab.ManagedByLabel: "someone"})
-	if p, _ := HandBackPatch(live, rec); p != nil {
+	if p, _ := HandBackPatch(live, rec, 3, "cust"); p != nil {
 		t.Errorf("an object virtop does not manage is patched: %s", p)
+	}
+}
+
+func TestHandBackPatchCustomizer(t *testing.T) {
+	rec := &Record{Version: "v1.8.4", DeploymentID: "upstream-id"}
+	ann := map[string]string{vocab.InstallStrategyVersionAnnotation: "v1.8.4", vocab.InstallStrategyIdentifierAnnotation: "virtop-id"}
+	for kind, want := range map[string]bool{"DaemonSet": true, "Deployment": true, "Service": true, "Secret": true, "APIService": true,
+		"ValidatingWebhookConfiguration": true, "MutatingWebhookConfiguration": true, "ConfigMap": false, "ClusterRole": false} {
+		live := managed()
+		live.SetKind(kind)
+		live.SetLabels(map[string]string{vocab.ManagedByLabel: vocab.ManagedByValue})
+		live.SetAnnotations(ann)
+		p, err := HandBackPatch(live, rec, 3, "cust")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(string(p), `"`+vocab.UpstreamCustomizerAnnotation+`":"cust"`); got != want {
+			t.Errorf("%s: customizer identifier restored %v, want %v: %s", kind, got, want, p)
+		}
+	}
+}
+
+func TestCustomizerIdentifier(t *testing.T) {
+	// No customization: what upstream's v1.8.4 operator wrote on the real
+	// node (test/e2e/takeover), the SHA-1 of "{}".
+	id, err := CustomizerIdentifier(kvv1.CustomizeComponents{})
+	if err != nil || id != "bf21a9e8fbc5a3846fb05b4fa0859e0917b2202f" {
+		t.Errorf("CustomizerIdentifier(none) = %q, %v", id, err)
+	}
+	// Patches ordered by the length of their document, stably; the
+	// caller's order is left alone.
+	long := kvv1.CustomizeComponentsPatch{ResourceName: "virt-api", ResourceType: "Deployment", Patch: `{"metadata":{"labels":{"a":"b"}}}`, Type: kvv1.StrategicMergePatchType}
+	short := kvv1.CustomizeComponentsPatch{ResourceName: "*", ResourceType: "Service", Patch: `{"x":1}`, Type: kvv1.MergePatchType}
+	cc := kvv1.CustomizeComponents{Patches: []kvv1.CustomizeComponentsPatch{long, short}}
+	id, err = CustomizerIdentifier(cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := `{"patches":[{"resourceName":"*","resourceType":"Service","patch":"{\"x\":1}","type":"merge"},` +
+		`{"resourceName":"virt-api","resourceType":"Deployment","patch":"{\"metadata\":{\"labels\":{\"a\":\"b\"}}}","type":"strategic"}]}`
+	if sum := sha1.Sum([]byte(doc)); id != hex.EncodeToString(sum[:]) {
+		t.Errorf("CustomizerIdentifier = %s, want the SHA-1 of %s", id, doc)
+	}
+	if cc.Patches[0].ResourceName != "virt-api" {
+		t.Error("CustomizerIdentifier reordered the caller's patches")
 	}
 }
 

@@ -1,6 +1,10 @@
 // Package apply writes desired objects to the cluster with server-side
 // apply under one field manager, skipping objects that are already as
-// desired, and judges their readiness from their status.
+// desired, and judges their readiness from their status (apply.go,
+// staged.go, readiness.go). It also deletes what virtop created: what the
+// strategy no longer holds, and everything at uninstall (prune.go), only
+// what the inventory records, which Seed fills once for an installation
+// made before it (seed.go).
 package apply
 
 import (

@@ -16,7 +16,7 @@ import (
 func crdObject(managed bool) *unstructured.Unstructured {
 	labels := map[string]any{"app": "x"}
 	if managed {
-		labels["app.kubernetes.io/managed-by"] = "virtop"
+		labels[vocab.ManagedByLabel] = "virtop"
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1",

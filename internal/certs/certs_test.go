@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategy"
@@ -55,7 +54,7 @@ func planFor(t testing.TB, version string) []client.Object {
 	kv := &kvv1.KubeVirt{}
 	kv.Namespace = ns
 	kv.Spec.ImageTag = version
-	kv.Spec.Configuration.DeveloperConfiguration = &kvv1.DeveloperConfiguration{FeatureGates: []string{components.VMExportFeatureGate}}
+	kv.Spec.Configuration.DeveloperConfiguration = &kvv1.DeveloperConfiguration{FeatureGates: []string{vocab.VMExportFeatureGate}}
 	cfg, err := config.FromKubeVirt(kv, config.Settings{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
@@ -279,8 +278,8 @@ func TestFirstFillCreatesAll(t *testing.T) {
 			t.Errorf("%s: key is not ECDSA P-256", ca.name)
 		}
 		s := secretOf(e.out, ca.name)
-		if s.Annotations["kubevirt.io/duration"] != "168h0m0s" || s.Type != corev1.SecretTypeTLS {
-			t.Errorf("%s: duration annotation %q, type %q", ca.name, s.Annotations["kubevirt.io/duration"], s.Type)
+		if s.Annotations[vocab.CertificateDurationAnnotation] != "168h0m0s" || s.Type != corev1.SecretTypeTLS {
+			t.Errorf("%s: duration annotation %q, type %q", ca.name, s.Annotations[vocab.CertificateDurationAnnotation], s.Type)
 		}
 		if b, _ := pem.Decode(s.Data["tls.key"]); b == nil || b.Type != "EC PRIVATE KEY" {
 			t.Errorf("%s: tls.key is not an EC PRIVATE KEY block", ca.name)
@@ -304,7 +303,7 @@ func TestFirstFillCreatesAll(t *testing.T) {
 		if c.CheckSignatureFrom(ca) != nil || !c.NotBefore.Equal(ca.NotBefore) || !c.NotAfter.Equal(start.Add(24*time.Hour)) {
 			t.Errorf("%s: not signed by kubevirt-ca for 1 day (valid %s..%s)", l.name, c.NotBefore, c.NotAfter)
 		}
-		if got := secretOf(e.out, l.name).Annotations["kubevirt.io/duration"]; got != "24h0m0s" {
+		if got := secretOf(e.out, l.name).Annotations[vocab.CertificateDurationAnnotation]; got != "24h0m0s" {
 			t.Errorf("%s: duration annotation %q", l.name, got)
 		}
 	}
@@ -677,7 +676,7 @@ func TestCorruptLiveIsReplaced(t *testing.T) {
 			reissue(t, l, virtAPI, ca["tls.crt"], ca["tls.key"])
 		}, []string{"kubevirt-virt-api-certs"}, ReasonUntrusted, 1},
 		{"duration annotation missing", func(t *testing.T, l Live) {
-			delete(l.Secrets["kubevirt-virt-api-certs"].Annotations, "kubevirt.io/duration")
+			delete(l.Secrets["kubevirt-virt-api-certs"].Annotations, vocab.CertificateDurationAnnotation)
 		}, []string{"kubevirt-virt-api-certs"}, ReasonDurationChanged, 1},
 		// The CA ConfigMap is output only: with tls.crt no longer a CA of
 		// kubevirt-ca, nothing vouches for the old CA, and the component
@@ -748,14 +747,14 @@ func TestCustomLifetimes(t *testing.T) {
 		if !ca.NotAfter.Equal(now.Add(48 * time.Hour)) {
 			t.Errorf("CA valid until %s, want %s", ca.NotAfter, now.Add(48*time.Hour))
 		}
-		if got := secretOf(e.out, "kubevirt-ca").Annotations["kubevirt.io/duration"]; got != "48h0m0s" {
+		if got := secretOf(e.out, "kubevirt-ca").Annotations[vocab.CertificateDurationAnnotation]; got != "48h0m0s" {
 			t.Errorf("CA duration annotation %q", got)
 		}
 		for _, n := range leafNames {
 			if c := certOf(t, e.out, n); !c.NotAfter.Equal(now.Add(6 * time.Hour)) {
 				t.Errorf("%s valid until %s, want %s", n, c.NotAfter, now.Add(6*time.Hour))
 			}
-			if got := secretOf(e.out, n).Annotations["kubevirt.io/duration"]; got != "6h0m0s" {
+			if got := secretOf(e.out, n).Annotations[vocab.CertificateDurationAnnotation]; got != "6h0m0s" {
 				t.Errorf("%s duration annotation %q", n, got)
 			}
 		}
@@ -985,9 +984,21 @@ func TestUpstreamDurationSpellingKept(t *testing.T) {
 	if got := issued(e.at(time.Hour).fill()); len(got) != 0 {
 		t.Errorf("re-issued certificates recorded in upstream's spelling: %v", got)
 	}
+	// Kept, they keep upstream's spelling: upstream's operator compares
+	// its own exactly, and would re-issue them all after a hand back.
+	for _, o := range e.out {
+		if sec, ok := o.(*corev1.Secret); ok && sec.Annotations[vocab.CertificateDurationAnnotation] != "" &&
+			!strings.HasPrefix(sec.Annotations[vocab.CertificateDurationAnnotation], "&Duration{") {
+			t.Errorf("%s kept, but its kubevirt.io/duration rewritten to %q", sec.Name, sec.Annotations[vocab.CertificateDurationAnnotation])
+		}
+	}
 	secretOf(e.out, vocab.VirtAPICertSecretName).Annotations[vocab.CertificateDurationAnnotation] = (&metav1.Duration{Duration: 12 * time.Hour}).String()
 	rep := e.at(2 * time.Hour).fill()
 	if got := reasonOf(rep, vocab.VirtAPICertSecretName); got != ReasonDurationChanged {
 		t.Errorf("a certificate of another lifetime in upstream's spelling: reason %q, want %q", got, ReasonDurationChanged)
+	}
+	// Re-issued, it is virtop's spelling.
+	if d := secretOf(e.out, vocab.VirtAPICertSecretName).Annotations[vocab.CertificateDurationAnnotation]; strings.HasPrefix(d, "&") {
+		t.Errorf("a certificate virtop issued records %q", d)
 	}
 }

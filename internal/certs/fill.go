@@ -205,6 +205,9 @@ func (m *Manager) resolveCA(s *spec, live Live, planned bool, lt config.Certific
 		previous = append(previous, c)
 	}
 	c := Certificate{Name: s.name, Kind: KindCA, Reason: reason, Issued: reason != ""}
+	if !c.Issued {
+		pair.duration = sec.Annotations[vocab.CertificateDurationAnnotation]
+	}
 	if c.Issued {
 		if !planned {
 			return nil, c, fmt.Errorf("CA %s must be issued (%s) but its Secret is not in the plan", s.name, reason)
@@ -262,6 +265,9 @@ func (m *Manager) resolveLeaf(s *spec, ns string, ca *caState, sec *corev1.Secre
 			}
 		}
 	}
+	if reason == "" {
+		pair.duration = sec.Annotations[vocab.CertificateDurationAnnotation]
+	}
 	if reason != "" {
 		var err error
 		if pair, err = issueLeaf(rnd, s, ns, ca.pair, now, duration); err != nil {
@@ -296,7 +302,13 @@ func fillObject(o client.Object, specs specSet, pairs map[string]*keyPair, cas m
 		if c.Annotations == nil {
 			c.Annotations = map[string]string{}
 		}
+		// A kept certificate keeps the annotation as its writer spelled
+		// it: upstream's operator compares its own spelling exactly and
+		// would re-issue every certificate after a hand back.
 		c.Annotations[vocab.CertificateDurationAnnotation] = duration.String()
+		if p.duration != "" {
+			c.Annotations[vocab.CertificateDurationAnnotation] = p.duration
+		}
 		if st, ok := cas[t.Name]; ok && len(st.bundle.certs) > 1 {
 			c.Data[vocab.PreviousCABundleKey] = encodeBundle(st.bundle.certs[1:])
 		}

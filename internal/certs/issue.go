@@ -30,6 +30,10 @@ type keyPair struct {
 	key     crypto.Signer
 	certPEM []byte
 	keyPEM  []byte
+	// duration is the kubevirt.io/duration annotation of the live Secret
+	// a kept pair came from, in its writer's spelling (upstream's or
+	// virtop's, issuedFor); "" for a pair just issued.
+	duration string
 }
 
 // errRandom is returned when the random source fails. It never wraps the

@@ -31,12 +31,20 @@ virtop's operator must be stopped first (it would take everything back): the
 command refuses while its leader lease is held or a Deployment runs virtop's
 image with replicas. Then install upstream's operator.
 
+Upstream's webhook virt-operator-validator (failurePolicy Fail) guards every
+update of the KubeVirt resource and has no backend while no operator runs: the
+command then hands everything else back (the status is a subresource the
+webhook does not guard), keeps the adoption record and says so. Install
+upstream's operator (its pods serve the webhook before they lead) and run the
+command again: it only removes the record.
+
 Exit status: 0 handed back, 1 refused (nothing changed), 2 usage or
 connection error.`,
 		Example: `  kubectl -n kubevirt scale deployment/virt-operator --replicas=0
   virtop handback -n kubevirt --dry-run
   virtop handback -n kubevirt
-  kubectl apply -f https://github.com/kubevirt/kubevirt/releases/download/v1.5.3/kubevirt-operator.yaml`,
+  kubectl apply -f https://github.com/kubevirt/kubevirt/releases/download/v1.5.3/kubevirt-operator.yaml
+  virtop handback -n kubevirt   # removes the adoption record, if the first run left it`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, _, err := kube.Client()

@@ -9,7 +9,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategy"
-	"github.com/virtop-dev/virtop/internal/tools/podless"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -17,10 +17,7 @@ import (
 // webhook patches (failurePolicy and timeoutSeconds by index), and labels
 // and annotations, also through wildcards.
 func TestOperatorOwnedObjectsAllowedPatches(t *testing.T) {
-	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: "kubevirt"}}
-	if err := podless.Prepare(kv); err != nil {
-		t.Fatal(err)
-	}
+	kv := kvtest.KubeVirt(t, "kubevirt")
 	kv.Spec.CustomizeComponents.Patches = append(kv.Spec.CustomizeComponents.Patches,
 		kvv1.CustomizeComponentsPatch{ResourceType: "*", ResourceName: "*", Type: kvv1.MergePatchType, Patch: `{"metadata": {"labels": {"team": "virt"}}}`},
 		kvv1.CustomizeComponentsPatch{ResourceType: "Service", ResourceName: "kubevirt-operator-webhook", Type: kvv1.JSONPatchType,

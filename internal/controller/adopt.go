@@ -33,6 +33,10 @@ type adoption struct {
 	take    bool
 	refused *adopt.Refusal
 	record  adopt.Record
+	// upstreamTemplates are the live workloads whose pod template
+	// upstream's operator still owns (read by the plan step, taken over by
+	// the takeover step unless the plan keeps them).
+	upstreamTemplates map[strategy.Key]*unstructured.Unstructured
 }
 
 // checkAdoption finds an installation made by upstream's operator and
@@ -70,6 +74,7 @@ func (r *Reconciler) checkAdoption(ctx context.Context, s *scope) (bool, error) 
 	}
 	s.adoption.take = true
 	s.adoption.record = adopt.RecordOf(kv)
+	s.adoption.record.Virtop = s.cfg.ID
 	return true, nil
 }
 
@@ -112,9 +117,18 @@ func (r *Reconciler) upstreamOperators(ctx context.Context, ns string) ([]string
 // virtop's. Upstream's status is kept: its deployment ID differs from
 // virtop's, so the pass is an update (Available stays True) until the
 // record step writes virtop's.
+//
+// A workload whose pod template the plan keeps as upstream's keeps
+// upstream's field manager on that template (adopt.TakeOverPatch). Once
+// the plan no longer keeps it (the deployment changed), the template's
+// fields move to virtop's manager in the pass that renders virtop's.
 func (r *Reconciler) takeOver(ctx context.Context, s *scope) (bool, error) {
 	if !s.adoption.take {
-		return true, nil
+		return true, r.takeOverTemplates(ctx, s)
+	}
+	kept := map[strategy.Key]bool{}
+	for _, k := range s.plan.KeptTemplates {
+		kept[k.Key] = true
 	}
 	moved := 0
 	for _, o := range s.plan.Objects {
@@ -128,7 +142,7 @@ func (r *Reconciler) takeOver(ctx context.Context, s *scope) (bool, error) {
 		case err != nil:
 			return false, fmt.Errorf("reading %s: %w", strategy.KeyOf(o), err)
 		}
-		patch, err := adopt.TakeOverPatch(live)
+		patch, err := adopt.TakeOverPatch(live, kept[strategy.KeyOf(o)])
 		if err != nil {
 			return false, fmt.Errorf("taking over %s: %w", strategy.KeyOf(o), err)
 		}
@@ -155,6 +169,80 @@ func (r *Reconciler) takeOver(ctx context.Context, s *scope) (bool, error) {
 	}
 	ctrl.LoggerFrom(ctx).Info("Took over the installation of upstream's operator", "version", s.adoption.record.Version, "objects", moved)
 	return true, nil
+}
+
+// takeOverTemplates moves to virtop's field manager the pod templates of
+// taken-over workloads that the plan no longer keeps as upstream's, before
+// the apply renders virtop's (which rolls them).
+func (r *Reconciler) takeOverTemplates(ctx context.Context, s *scope) error {
+	kept := map[strategy.Key]bool{}
+	for _, k := range s.plan.KeptTemplates {
+		kept[k.Key] = true
+	}
+	for k, live := range s.adoption.upstreamTemplates {
+		if kept[k] {
+			continue
+		}
+		patch, err := adopt.TakeOverPatch(live, false)
+		if err != nil {
+			return err
+		}
+		if patch == nil {
+			continue
+		}
+		if err := r.Client.Patch(ctx, live, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+			return fmt.Errorf("taking over the pod template of %s: %w", k, err)
+		}
+		r.Applier.Forget(k)
+		ctrl.LoggerFrom(ctx).Info("Took over the pod template upstream's operator wrote; virtop's rolls the workload", "object", k.String())
+	}
+	return nil
+}
+
+// keptTemplates reads, for an installation taken over from upstream's
+// operator, the live workloads whose pod template upstream's operator
+// still owns (into s.adoption.upstreamTemplates), and names those whose
+// template stays as it is (adopt.KeepsTemplate). It reads only while the
+// templates can be kept (virtop's deployment is the one it took over at)
+// or while a deployment is being replaced; otherwise nothing.
+func (r *Reconciler) keptTemplates(ctx context.Context, s *scope) (map[strategy.Key]bool, error) {
+	rec, ok := s.adoption.record, s.adoption.take
+	if !ok {
+		var err error
+		if rec, ok, err = adopt.Adopted(s.kv); err != nil || !ok {
+			return nil, err
+		}
+	}
+	if rec.Virtop != s.cfg.ID && !s.updating() {
+		return nil, nil
+	}
+	s.adoption.upstreamTemplates = map[strategy.Key]*unstructured.Unstructured{}
+	keep := map[strategy.Key]bool{}
+	for _, o := range s.strategy.Strategy.Objects {
+		switch o.(type) {
+		case *appsv1.Deployment, *appsv1.DaemonSet:
+		default:
+			continue
+		}
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(o.GetObjectKind().GroupVersionKind())
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.kv.Namespace, Name: o.GetName()}, live)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("reading %s: %w", strategy.KeyOf(o), err)
+		}
+		if !adopt.TemplateByUpstream(live) {
+			continue
+		}
+		k := strategy.KeyOf(live)
+		s.adoption.upstreamTemplates[k] = live
+		if adopt.KeepsTemplate(rec, s.cfg.ID, live) {
+			keep[k] = true
+		}
+	}
+	return keep, nil
 }
 
 // AdoptionPreview is what a pass would decide about an installation made
@@ -210,6 +298,11 @@ func (r *Reconciler) PreviewAdoption(ctx context.Context, kv *kvv1.KubeVirt) (Ad
 	out.Upstream = s.adoption.take || s.adoption.refused != nil
 	out.Refusal = s.adoption.refused
 	out.Record = adopt.RecordOf(kv)
+	if s.adoption.refused != nil {
+		// Plan as the adoption would once the refusal is resolved.
+		s.adoption.take, s.adoption.record = true, out.Record
+		s.adoption.record.Virtop = s.cfg.ID
+	}
 	if _, ok := r.Catalog.Lookup(s.cfg.Version); !ok {
 		return out, fmt.Errorf("version %s is rendered by the strategy Job, which a preview does not run (it renders %s)", s.cfg.Version, strings.Join(r.Catalog.Versions(), ", "))
 	}

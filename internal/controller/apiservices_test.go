@@ -8,7 +8,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,9 +15,9 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/plan"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
-	"github.com/virtop-dev/virtop/internal/tools/podless"
 )
 
 // probedCapabilities is fixedCapabilities with virt-api's probe under the
@@ -75,11 +74,7 @@ func TestAPIServicesFollowVirtAPI(t *testing.T) {
 	probe := &probedCapabilities{recheck: 15 * time.Second}
 	r := finalizerReconciler(c, ns)
 	r.Capabilities = probe
-	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}
-	kv.Spec.ImageTag = "v1.5.3"
-	if err := podless.Prepare(kv); err != nil {
-		t.Fatal(err)
-	}
+	kv := kvtest.KubeVirt(t, ns, func(kv *kvv1.KubeVirt) { kv.Spec.ImageTag = "v1.5.3" })
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
@@ -144,7 +145,7 @@ func TestCertRotation(t *testing.T) {
 	// CA renewed 2 min after issue with a 1 min overlap; the serving
 	// certificate every 40 s; leaves signed by the previous CA are
 	// re-signed min(5m, 1m/2) = 30 s after a CA rotation.
-	kv := newKubeVirt(t, ns, func(kv *kvv1.KubeVirt) {
+	kv := kvtest.KubeVirt(t, ns, func(kv *kvv1.KubeVirt) {
 		kv.Spec.CertificateRotateStrategy.SelfSigned = &kvv1.KubeVirtSelfSignConfiguration{
 			CA:     &kvv1.CertConfig{Duration: d(3 * time.Minute), RenewBefore: d(time.Minute)},
 			Server: &kvv1.CertConfig{Duration: d(time.Minute), RenewBefore: d(20 * time.Second)},
@@ -155,7 +156,7 @@ func TestCertRotation(t *testing.T) {
 	}
 	start := time.Now()
 	key := client.ObjectKeyFromObject(kv)
-	waitAvailable(t, c, key)
+	kvtest.WaitRolledOut(t, c, key)
 	t.Logf("Available after %s", time.Since(start).Round(time.Second))
 
 	first, err := readCertState(t, c, ns)

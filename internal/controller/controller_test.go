@@ -13,9 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -23,43 +21,16 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/operator"
 	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
-	"github.com/virtop-dev/virtop/internal/tools/podless"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func TestMain(m *testing.M) {
 	log.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	os.Exit(testenv.Main(m, testenv.Options{Monitoring: true, Scheme: scheme.New()}))
-}
-
-func newKubeVirt(t *testing.T, ns string, mutate func(*kvv1.KubeVirt)) *kvv1.KubeVirt {
-	t.Helper()
-	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}
-	if mutate != nil {
-		mutate(kv)
-	}
-	if err := podless.Prepare(kv); err != nil {
-		t.Fatal(err)
-	}
-	return kv
-}
-
-func waitAvailable(t *testing.T, c client.Client, key types.NamespacedName) *kvv1.KubeVirt {
-	t.Helper()
-	kv := &kvv1.KubeVirt{}
-	poll.Eventually(t, "Available=True", 3*time.Minute, func() (bool, string) {
-		if err := c.Get(context.Background(), key, kv); err != nil {
-			return false, err.Error()
-		}
-		a := kv.Status.Condition(kvv1.KubeVirtConditionAvailable)
-		p := kv.Status.Condition(kvv1.KubeVirtConditionProgressing)
-		return a.Status == corev1.ConditionTrue && p.Status == corev1.ConditionFalse,
-			fmt.Sprintf("phase %s, Available %s (%s), Progressing %s: %s", kv.Status.Phase, a.Status, a.Message, p.Status, p.Message)
-	})
-	return kv
 }
 
 // managedVersions returns the resourceVersion of every object virtop
@@ -108,7 +79,7 @@ func TestInstallSteadyStateDriftAndSecond(t *testing.T) {
 	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
 	// v1.5.3, where VMExport is an Alpha gate (Beta, on by default, from
 	// v1.6; GA in v1.9), so that turning it off prunes virt-exportproxy.
-	kv := newKubeVirt(t, ns, func(kv *kvv1.KubeVirt) {
+	kv := kvtest.KubeVirt(t, ns, func(kv *kvv1.KubeVirt) {
 		kv.Spec.ImageTag = "v1.5.3"
 		kv.Spec.Configuration.DeveloperConfiguration = &kvv1.DeveloperConfiguration{FeatureGates: []string{"VMExport"}}
 	})
@@ -116,7 +87,7 @@ func TestInstallSteadyStateDriftAndSecond(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(kv)
-	kv = waitAvailable(t, c, key)
+	kv = kvtest.WaitRolledOut(t, c, key)
 	if kv.Status.Phase != kvv1.KubeVirtPhaseDeployed {
 		t.Errorf("phase %s, want Deployed", kv.Status.Phase)
 	}
@@ -202,7 +173,7 @@ func TestInstallSteadyStateDriftAndSecond(t *testing.T) {
 	})
 
 	t.Run("second KubeVirt refused", func(t *testing.T) {
-		second := newKubeVirt(t, ns, nil)
+		second := kvtest.KubeVirt(t, ns)
 		second.Name = "second"
 		if err := c.Create(ctx, second); err != nil {
 			t.Fatal(err)
@@ -259,7 +230,7 @@ func TestInstallSteadyStateDriftAndSecond(t *testing.T) {
 		if err := c.Patch(ctx, cur, client.MergeFrom(orig)); err != nil {
 			t.Fatal(err)
 		}
-		waitAvailable(t, c, key)
+		kvtest.WaitRolledOut(t, c, key)
 	})
 
 	t.Run("VMExport off prunes virt-exportproxy", func(t *testing.T) {
@@ -276,7 +247,7 @@ func TestInstallSteadyStateDriftAndSecond(t *testing.T) {
 			err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "virt-exportproxy"}, &appsv1.Deployment{})
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
-		waitAvailable(t, c, key)
+		kvtest.WaitRolledOut(t, c, key)
 	})
 }
 
@@ -289,12 +260,12 @@ func TestUpgrade(t *testing.T) {
 	ctx := context.Background()
 	testenv.FakeReadiness(t, c, ns)
 	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
-	kv := newKubeVirt(t, ns, func(kv *kvv1.KubeVirt) { kv.Spec.ImageTag = "v1.5.0" })
+	kv := kvtest.KubeVirt(t, ns, func(kv *kvv1.KubeVirt) { kv.Spec.ImageTag = "v1.5.0" })
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(kv)
-	kv = waitAvailable(t, c, key)
+	kv = kvtest.WaitRolledOut(t, c, key)
 	if kv.Status.ObservedKubeVirtVersion != "v1.5.0" {
 		t.Fatalf("observed version %q", kv.Status.ObservedKubeVirtVersion)
 	}
@@ -343,8 +314,8 @@ func TestUpgrade(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "prometheus-kubevirt-rules"}, ruleAfter); err != nil {
 		t.Fatal(err)
 	}
-	if ruleAfter.GetAnnotations()["kubevirt.io/install-strategy-version"] != "v1.5.3" {
-		t.Errorf("PrometheusRule still carries version %s", ruleAfter.GetAnnotations()["kubevirt.io/install-strategy-version"])
+	if ruleAfter.GetAnnotations()[vocab.InstallStrategyVersionAnnotation] != "v1.5.3" {
+		t.Errorf("PrometheusRule still carries version %s", ruleAfter.GetAnnotations()[vocab.InstallStrategyVersionAnnotation])
 	}
 	alerts := func(u *unstructured.Unstructured) map[string]bool {
 		out := map[string]bool{}
@@ -381,10 +352,10 @@ func TestUpgrade(t *testing.T) {
 		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kubevirt-prometheus-metrics"}, svc)
 		return err == nil && svc.UID != uid, fmt.Sprint(err)
 	})
-	waitAvailable(t, c, key)
+	kvtest.WaitRolledOut(t, c, key)
 	time.Sleep(3 * time.Second)
 	var cms corev1.ConfigMapList
-	if err := c.List(ctx, &cms, client.InNamespace(ns), client.HasLabels{"kubevirt.io/install-strategy"}); err != nil {
+	if err := c.List(ctx, &cms, client.InNamespace(ns), client.HasLabels{vocab.InstallStrategyLabel}); err != nil {
 		t.Fatal(err)
 	}
 	if len(cms.Items) != 2 {
@@ -401,12 +372,12 @@ func TestUninstall(t *testing.T) {
 	ctx := context.Background()
 	testenv.FakeReadiness(t, c, ns)
 	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
-	kv := newKubeVirt(t, ns, nil)
+	kv := kvtest.KubeVirt(t, ns)
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(kv)
-	waitAvailable(t, c, key)
+	kvtest.WaitRolledOut(t, c, key)
 
 	vmi := newVMI(ns, "vmi-1")
 	if err := c.Create(ctx, vmi); err != nil {

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
@@ -29,12 +30,12 @@ func TestCachedCRDsCompareTrue(t *testing.T) {
 	ctx := context.Background()
 	testenv.FakeReadiness(t, c, ns)
 	stop := operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
-	kv := newKubeVirt(t, ns, nil)
+	kv := kvtest.KubeVirt(t, ns)
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(kv)
-	waitAvailable(t, c, key)
+	kvtest.WaitRolledOut(t, c, key)
 	stop()
 
 	before := managedVersions(t, c)
@@ -42,7 +43,7 @@ func TestCachedCRDsCompareTrue(t *testing.T) {
 	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
 	// The new operator reconciles at once; give it time for several passes.
 	time.Sleep(15 * time.Second)
-	waitAvailable(t, c, key)
+	kvtest.WaitRolledOut(t, c, key)
 	after := managedVersions(t, c)
 	for k, v := range before {
 		if after[k] != v {

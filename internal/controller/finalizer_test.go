@@ -8,7 +8,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -17,9 +16,9 @@ import (
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategystore"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
-	"github.com/virtop-dev/virtop/internal/tools/podless"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -57,11 +56,10 @@ func TestFinalizerNamesPerRelease(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := env.Namespace(t)
 			r := finalizerReconciler(c, ns)
-			kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns, Finalizers: tc.before}}
-			kv.Spec.ImageTag = tc.version
-			if err := podless.Prepare(kv); err != nil {
-				t.Fatal(err)
-			}
+			kv := kvtest.KubeVirt(t, ns, func(kv *kvv1.KubeVirt) {
+				kv.Finalizers = tc.before
+				kv.Spec.ImageTag = tc.version
+			})
 			if err := c.Create(ctx, kv); err != nil {
 				t.Fatal(err)
 			}

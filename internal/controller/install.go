@@ -108,8 +108,12 @@ func (r *Reconciler) plan(ctx context.Context, s *scope) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	keep, err := r.keptTemplates(ctx, s)
+	if err != nil {
+		return false, err
+	}
 	s.caps = caps
-	p, err := plan.Build(s.strategy.Strategy, s.cfg, caps, plan.Options{Tuning: s.tuning.input, Certificates: live, Adjust: r.AdjustObject, HandlerTLS: handler})
+	p, err := plan.Build(s.strategy.Strategy, s.cfg, caps, plan.Options{Tuning: s.tuning.input, Certificates: live, Adjust: r.AdjustObject, HandlerTLS: handler, KeepTemplates: keep})
 	s.tuning.planned(ctx, p)
 	if err != nil {
 		return false, err

@@ -15,6 +15,7 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
@@ -70,14 +71,14 @@ func TestExportedMetricsAreSet(t *testing.T) {
 	ctx := context.Background()
 	testenv.FakeReadiness(t, c, ns)
 	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
-	kv := newKubeVirt(t, ns, func(kv *kvv1.KubeVirt) {
+	kv := kvtest.KubeVirt(t, ns, func(kv *kvv1.KubeVirt) {
 		kv.Spec.Configuration.DeveloperConfiguration = &kvv1.DeveloperConfiguration{UseEmulation: true}
 	})
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(kv)
-	waitAvailable(t, c, key)
+	kvtest.WaitRolledOut(t, c, key)
 
 	poll.Eventually(t, "every exported metric set", time.Minute, func() (bool, string) {
 		fams := virtopFamilies(t)

@@ -28,8 +28,10 @@ import (
 	"github.com/virtop-dev/virtop/internal/storagemigration"
 	"github.com/virtop-dev/virtop/internal/strategystore"
 	"github.com/virtop-dev/virtop/internal/testing/crds"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // staticCapabilities is a cluster without monitoring, whose virt-api
@@ -116,7 +118,7 @@ func TestCertificatesRenewedWhileMigrating(t *testing.T) {
 		Applier:    applier, Capabilities: staticCapabilities{}, Recorder: events.NewFakeRecorder(1000),
 		Clock: clk, PassTimeout: 20 * time.Second,
 		Migrator: &storagemigration.Migrator{Client: slow, Reader: c, PageSize: 5}}
-	kv := newKubeVirt(t, ns, func(kv *kvv1.KubeVirt) { kv.Spec.ImageTag = "v1.6.6" })
+	kv := kvtest.KubeVirt(t, ns, func(kv *kvv1.KubeVirt) { kv.Spec.ImageTag = "v1.6.6" })
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +234,7 @@ func TestCertificatesRenewedWhileMigrating(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Name: itCRD}, live); err != nil {
 		t.Fatal(err)
 	}
-	if rec, ok := live.Annotations["virtop.dev/storage-migration"]; ok {
+	if rec, ok := live.Annotations[vocab.StorageMigrationAnnotation]; ok {
 		t.Errorf("the migration's progress record is left on the CRD: %s", rec)
 	}
 	slow.mu.Lock()

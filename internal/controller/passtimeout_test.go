@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,8 +16,8 @@ import (
 	"github.com/virtop-dev/virtop/internal/plan"
 	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategystore"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
-	"github.com/virtop-dev/virtop/internal/tools/podless"
 )
 
 // blockedCapabilities is a capability read that never finishes on its own,
@@ -46,10 +45,7 @@ func TestPassTimeout(t *testing.T) {
 		Strategies: &strategystore.Store{Client: c, Applier: applier, Catalog: release.Builtin()},
 		Applier:    applier, Capabilities: blockedCapabilities{}, Recorder: events.NewFakeRecorder(1000),
 		PassTimeout: 3 * time.Second}
-	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}
-	if err := podless.Prepare(kv); err != nil {
-		t.Fatal(err)
-	}
+	kv := kvtest.KubeVirt(t, ns)
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}

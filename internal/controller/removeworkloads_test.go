@@ -14,6 +14,7 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
@@ -38,12 +39,12 @@ func TestUninstallRemoveWorkloadsBeforeTheControllers(t *testing.T) {
 	ctx := context.Background()
 	testenv.FakeReadiness(t, c, ns)
 	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
-	kv := newKubeVirt(t, ns, func(kv *kvv1.KubeVirt) { kv.Spec.UninstallStrategy = kvv1.KubeVirtUninstallStrategyRemoveWorkloads })
+	kv := kvtest.KubeVirt(t, ns, func(kv *kvv1.KubeVirt) { kv.Spec.UninstallStrategy = kvv1.KubeVirtUninstallStrategyRemoveWorkloads })
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(kv)
-	waitAvailable(t, c, key)
+	kvtest.WaitRolledOut(t, c, key)
 
 	vmi := newVMI(ns, "vmi-1", vmiControllerFinalizer)
 	if err := c.Create(ctx, vmi); err != nil {

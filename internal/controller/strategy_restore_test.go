@@ -13,6 +13,7 @@ import (
 
 	"github.com/virtop-dev/virtop/internal/operator"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
@@ -29,11 +30,11 @@ func TestStrategyConfigMapRestored(t *testing.T) {
 	ctx := context.Background()
 	testenv.FakeReadiness(t, c, ns)
 	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
-	kv := newKubeVirt(t, ns, nil)
+	kv := kvtest.KubeVirt(t, ns)
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
-	kv = waitAvailable(t, c, client.ObjectKeyFromObject(kv))
+	kv = kvtest.WaitRolledOut(t, c, client.ObjectKeyFromObject(kv))
 	key := client.ObjectKey{Namespace: ns, Name: strategy.ConfigMapName(kv.Status.ObservedDeploymentID)}
 	orig := &corev1.ConfigMap{}
 	if err := c.Get(ctx, key, orig); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
@@ -33,12 +34,12 @@ func TestTrustReachesWebhooksBeforeRollout(t *testing.T) {
 	ctx := context.Background()
 	hold := testenv.HoldableReadiness(t, c, ns)
 	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
-	kv := newKubeVirt(t, ns, nil)
+	kv := kvtest.KubeVirt(t, ns)
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(kv)
-	waitAvailable(t, c, key)
+	kvtest.WaitRolledOut(t, c, key)
 	first, err := readCertState(t, c, ns)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +86,7 @@ func TestTrustReachesWebhooksBeforeRollout(t *testing.T) {
 		return true, ""
 	})
 	hold(false)
-	waitAvailable(t, c, key)
+	kvtest.WaitRolledOut(t, c, key)
 }
 
 func commonNames(cs []*x509.Certificate) string {

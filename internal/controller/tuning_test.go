@@ -16,9 +16,11 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/api/v1alpha1"
 	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // alertExpr returns the expression of an alert of the PrometheusRule.
@@ -59,12 +61,12 @@ func TestTuningLive(t *testing.T) {
 	ctx := context.Background()
 	testenv.FakeReadiness(t, c, ns)
 	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
-	kv := newKubeVirt(t, ns, func(kv *kvv1.KubeVirt) { kv.Spec.ImageTag = "v1.5.0" })
+	kv := kvtest.KubeVirt(t, ns, func(kv *kvv1.KubeVirt) { kv.Spec.ImageTag = "v1.5.0" })
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(kv)
-	waitAvailable(t, c, key)
+	kvtest.WaitRolledOut(t, c, key)
 
 	ruleKey := client.ObjectKey{Namespace: ns, Name: "prometheus-kubevirt-rules"}
 	rule := &monitoringv1.PrometheusRule{}
@@ -233,7 +235,7 @@ func TestTuningLive(t *testing.T) {
 			return cur.Status.ObservedKubeVirtVersion == "v1.5.3", "observed " + cur.Status.ObservedKubeVirtVersion
 		})
 		waitRule("v1.5.3's PrometheusRule, tuned", tuned, func(r *monitoringv1.PrometheusRule) (bool, string) {
-			v := r.Annotations["kubevirt.io/install-strategy-version"]
+			v := r.Annotations[vocab.InstallStrategyVersionAnnotation]
 			if _, old := alertExpr(r, "VirtApiRESTErrorsHigh"); old {
 				return false, "still v1.5.0's rules (VirtApiRESTErrorsHigh present)"
 			}

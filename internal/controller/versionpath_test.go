@@ -14,6 +14,7 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
@@ -31,12 +32,12 @@ func TestVersionPathRefusals(t *testing.T) {
 	ctx := context.Background()
 	testenv.FakeReadiness(t, c, ns)
 	operatortest.Start(t, env.Config, operator.Options{Namespace: ns})
-	kv := newKubeVirt(t, ns, func(kv *kvv1.KubeVirt) { kv.Spec.ImageTag = "v1.6.6" })
+	kv := kvtest.KubeVirt(t, ns, func(kv *kvv1.KubeVirt) { kv.Spec.ImageTag = "v1.6.6" })
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(kv)
-	kv = waitAvailable(t, c, key)
+	kv = kvtest.WaitRolledOut(t, c, key)
 	if kv.Status.ObservedKubeVirtVersion != "v1.6.6" {
 		t.Fatalf("observed version %q", kv.Status.ObservedKubeVirtVersion)
 	}

@@ -15,11 +15,8 @@ import (
 	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -27,9 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -111,6 +106,106 @@ const DefaultPassTimeout = controller.DefaultPassTimeout
 // operator; it lives as long as the process.
 const webhookCertValidity = 365 * 24 * time.Hour
 
+// New builds the manager with the reconciler registered, one part after
+// the other: the settings checked, the manager (its cache scoped by label
+// and namespace, metrics, leader election, the webhook server), the watches
+// of optional APIs, the reconciler, the KubeVirt validating webhook, the
+// controller and its watches, the probes, and the status metrics.
+func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
+	if err := checkOptions(opts); err != nil {
+		return nil, err
+	}
+	cat, err := catalogFor(opts)
+	if err != nil {
+		return nil, err
+	}
+	wh, err := webhookServerOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	kinds, err := ownership.Get()
+	if err != nil {
+		return nil, fmt.Errorf("derive the kinds virtop manages: %w", err)
+	}
+	cfg = countingRequests(cfg)
+	mgr, err := newManager(cfg, opts, kinds, wh)
+	if err != nil {
+		return nil, err
+	}
+	watches, err := addWatches(mgr, opts, kinds)
+	if err != nil {
+		return nil, err
+	}
+	r, err := newReconciler(cfg, mgr, opts, cat, kinds, watches)
+	if err != nil {
+		return nil, err
+	}
+	setupWebhook(mgr, r, wh)
+	if err := setupController(mgr, r, opts.Namespace, kinds, watches); err != nil {
+		return nil, err
+	}
+	if err := addProbes(mgr); err != nil {
+		return nil, err
+	}
+	if err := reportStatusMetrics(mgr); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// checkOptions refuses settings the operator cannot start with; each error
+// names its flag.
+func checkOptions(opts Options) error {
+	if opts.Namespace == "" {
+		return fmt.Errorf("--namespace is required")
+	}
+	return placement.CheckPrometheusNamespaces(opts.PrometheusNamespaces)
+}
+
+// catalogFor is the catalog rendered in process: every builtin release, or
+// those of --catalog-versions.
+func catalogFor(opts Options) (release.Catalog, error) {
+	cat := release.Builtin()
+	if len(opts.CatalogVersions) == 0 {
+		return cat, nil
+	}
+	cat, err := cat.Restrict(opts.CatalogVersions)
+	if err != nil {
+		return release.Catalog{}, fmt.Errorf("--catalog-versions: %w", err)
+	}
+	return cat, nil
+}
+
+// countingRequests counts every request to the API server
+// (virtop_api_requests_total); it wraps a copy, so the caller's config is
+// not wrapped twice.
+func countingRequests(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(countRequests)
+	return cfg
+}
+
+// newManager makes the manager: its client and cache (cacheOptions,
+// clientOptions), metrics endpoint, probe and pprof addresses, leader
+// election and webhook server.
+func newManager(cfg *rest.Config, opts Options, kinds *ownership.Kinds, wh webhookSetup) (manager.Manager, error) {
+	mo := ctrl.Options{
+		Scheme:                 scheme.Scheme,
+		Client:                 clientOptions(kinds),
+		Cache:                  cacheOptions(opts.Namespace, kinds),
+		Metrics:                metricsOptions(opts),
+		HealthProbeBindAddress: opts.HealthProbeBindAddress,
+		PprofBindAddress:       opts.PprofBindAddress,
+		WebhookServer:          webhook.NewServer(wh.server),
+	}
+	leaderElection(&mo, opts)
+	mgr, err := ctrl.NewManager(cfg, mo)
+	if err != nil {
+		return nil, fmt.Errorf("create the manager: %w", err)
+	}
+	return mgr, nil
+}
+
 // Leader election rides out an API server outage of about a minute: the
 // leader keeps retrying to renew for 75 seconds before it gives up. A
 // "20-second" outage is longer than it sounds: the fault suite measured
@@ -124,98 +219,39 @@ var (
 	retryPeriod   = 10 * time.Second
 )
 
-// New builds the manager with the reconciler registered.
-func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
-	if opts.Namespace == "" {
-		return nil, fmt.Errorf("--namespace is required")
-	}
-	if err := placement.CheckPrometheusNamespaces(opts.PrometheusNamespaces); err != nil {
-		return nil, err
-	}
-	// Count every request to the API server (virtop_api_requests_total);
-	// a copy, so the caller's config is not wrapped twice.
-	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(countRequests)
-	cat := release.Builtin()
-	if len(opts.CatalogVersions) > 0 {
-		var err error
-		if cat, err = cat.Restrict(opts.CatalogVersions); err != nil {
-			return nil, err
-		}
-	}
-	whOpts, err := webhookServerOptions(opts)
-	if err != nil {
-		return nil, err
-	}
-	kinds, err := ownership.Get()
-	if err != nil {
-		return nil, err
-	}
-	managed := labels.SelectorFromSet(labels.Set{vocab.ManagedByLabel: vocab.ManagedByValue})
-	crdMeta := &metav1.PartialObjectMetadata{}
-	crdMeta.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
-	nodeMeta := &metav1.PartialObjectMetadata{}
-	nodeMeta.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Node"})
-	namespaces, byObject := cacheNamespaces(opts.Namespace, kinds)
-	// Every namespace: a KubeVirt resource made in another one is told it
-	// is not served (an empty, non-nil map).
-	byObject[&kvv1.KubeVirt{}] = cache.ByObject{Label: labels.Everything(), Namespaces: map[string]cache.Config{}}
-	// Every CRD is watched (metadata only) for the gates; the applier's
-	// unstructured informer of the same kind shares this setting, so its
-	// objects are slimmed before caching.
-	byObject[crdMeta] = cache.ByObject{Label: labels.Everything(), Transform: transformCRDs}
-	byObject[nodeMeta] = cache.ByObject{Label: labels.Everything()}
-	// The user's tuning, in the install namespace only.
-	byObject[&virtopv1alpha1.KubeVirtMonitoring{}] = cache.ByObject{Label: labels.Everything(), Namespaces: map[string]cache.Config{opts.Namespace: {}}}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme.Scheme,
-		// The applier reads live objects as unstructured; serve those reads
-		// from the label-scoped informers too, so a pass that changes
-		// nothing sends no request.
-		//
-		// Except virtop's ServiceMonitor and PrometheusRule: their CRDs come
-		// and go with the monitoring stack, and an informer of the
-		// manager's cache cannot follow; it would list and watch a removed
-		// API forever. They are read from the API server, only in passes
-		// that apply or prune them; their drift comes through the optional
-		// watches, which stop with the API.
-		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true, DisableFor: uncachedKinds(kinds)}},
-		Cache: cache.Options{
-			// Only what virtop created is cached, whatever the size of the
-			// cluster, and of namespaced kinds only in the namespaces virtop
-			// applies them in (cacheNamespaces); the exceptions are listed.
-			DefaultLabelSelector: managed,
-			DefaultNamespaces:    namespaces,
-			// Nothing reads managed fields; they are often the largest part
-			// of an object applied server-side.
-			DefaultTransform: cache.TransformStripManagedFields(),
-			ByObject:         byObject,
-		},
-		Metrics:                       metricsOptions(opts),
-		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
-		PprofBindAddress:              opts.PprofBindAddress,
-		LeaderElection:                opts.LeaderElect,
-		LeaderElectionID:              vocab.OperatorLeaseName,
-		LeaderElectionNamespace:       opts.Namespace,
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &leaseDuration,
-		RenewDeadline:                 &renewDeadline,
-		RetryPeriod:                   &retryPeriod,
-		WebhookServer:                 webhook.NewServer(whOpts.server),
-	})
-	if err != nil {
-		return nil, err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
+// leaderElection sets the manager's leader election: Lease virt-operator
+// (upstream's name) in the install namespace, released on a clean stop.
+func leaderElection(mo *ctrl.Options, opts Options) {
+	mo.LeaderElection = opts.LeaderElect
+	mo.LeaderElectionID = vocab.OperatorLeaseName
+	mo.LeaderElectionNamespace = opts.Namespace
+	mo.LeaderElectionReleaseOnCancel = true
+	mo.LeaseDuration = &leaseDuration
+	mo.RenewDeadline = &renewDeadline
+	mo.RetryPeriod = &retryPeriod
+}
+
+// addWatches adds the watches of optional APIs (optionalWatches), which
+// the capability reader starts and stops, and the janitor of the informers
+// of kinds whose CRDs may vanish.
+func addWatches(mgr manager.Manager, opts Options, kinds *ownership.Kinds) (*capability.Watches, error) {
 	watches := optionalWatches(mgr, opts.Namespace, opts.PrometheusNamespaces, kinds)
 	if err := mgr.Add(watches); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("add the watches of optional APIs: %w", err)
 	}
 	if err := mgr.Add(&informerJanitor{cache: mgr.GetCache(), kinds: kinds.Vanishing}); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("add the informer janitor: %w", err)
+	}
+	return watches, nil
+}
+
+// newReconciler makes the KubeVirt reconciler and what it works with: the
+// applier and the strategy store over the client that guards kinds whose
+// CRDs may vanish, the capability reader, the storage migrator.
+func newReconciler(cfg *rest.Config, mgr manager.Manager, opts Options, cat release.Catalog, kinds *ownership.Kinds, watches *capability.Watches) (*controller.Reconciler, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create the clientset: %w", err)
 	}
 	guarded := newVanishingGuard(mgr.GetClient(), mgr.GetClient(), mgr.GetAPIReader(), kinds.Vanishing)
 	applier := apply.New(guarded)
@@ -226,7 +262,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if opts.StrategyImage != "" {
 		strategies.Jobs = strategystore.NewRunner(mgr.GetClient(), mgr.GetAPIReader(), opts.StrategyImage)
 	}
-	r := &controller.Reconciler{
+	return &controller.Reconciler{
 		Client:    guarded,
 		APIReader: mgr.GetAPIReader(),
 		Settings: config.Settings{
@@ -254,27 +290,34 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		// Objects are listed uncached; CRD metadata comes from the
 		// metadata informer every CRD is watched through.
 		Migrator: &storagemigration.Migrator{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Metadata: mgr.GetClient()},
+	}, nil
+}
+
+// setupWebhook registers the KubeVirt validating webhook, when it is
+// served: its certificate source reads through the manager, and a host
+// process has the reconciler register it by URL (webhookServerOptions).
+func setupWebhook(mgr manager.Manager, r *controller.Reconciler, wh webhookSetup) {
+	if !wh.enabled {
+		return
 	}
-	if whOpts.enabled {
-		if whOpts.secret != nil {
-			// Read from the informer of managed Secrets the watches
-			// already run: a handshake is a memory lookup. Upstream's
-			// unlabelled Secret, while virtop takes over its
-			// installation, is read uncached by name.
-			whOpts.secret.Reader = mgr.GetCache()
-			whOpts.secret.Fallback = mgr.GetAPIReader()
-		}
-		r.AdjustObject = whOpts.adjust
-		v := &kvwebhook.Validator{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), Settings: r.Settings}
-		v.Register(mgr.GetWebhookServer())
+	if wh.secret != nil {
+		// Read from the informer of managed Secrets the watches
+		// already run: a handshake is a memory lookup. Upstream's
+		// unlabelled Secret, while virtop takes over its
+		// installation, is read uncached by name.
+		wh.secret.Reader = mgr.GetCache()
+		wh.secret.Fallback = mgr.GetAPIReader()
 	}
-	c, err := setupController(mgr, r, opts.Namespace, kinds)
-	if err != nil {
-		return nil, err
-	}
-	watches.Register = c.Watch
+	r.AdjustObject = wh.adjust
+	v := &kvwebhook.Validator{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), Settings: r.Settings}
+	v.Register(mgr.GetWebhookServer())
+}
+
+// addProbes adds /healthz (the process answers) and /readyz (its caches
+// are synced).
+func addProbes(mgr manager.Manager) error {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, err
+		return fmt.Errorf("add the health probe: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("caches", func(req *http.Request) error {
 		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
@@ -282,12 +325,17 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		}
 		return nil
 	}); err != nil {
-		return nil, err
+		return fmt.Errorf("add the readiness probe: %w", err)
 	}
-	// Report readiness and leadership as upstream's operator metrics do:
-	// every replica reports itself ready, the standby ones too (upstream's
-	// reports ready before it campaigns for the lease), so readiness runs
-	// on every replica, not only on the leader.
+	return nil
+}
+
+// reportStatusMetrics reports readiness and leadership as upstream's
+// operator metrics do (kubevirt_virt_operator_ready_status and
+// _leading_status): every replica reports itself ready, the standby ones
+// too (upstream's reports ready before it campaigns for the lease), so
+// readiness runs on every replica, not only on the leader.
+func reportStatusMetrics(mgr manager.Manager) error {
 	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
 		if mgr.GetCache().WaitForCacheSync(ctx) {
 			controller.SetOperatorReady(true)
@@ -298,13 +346,13 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		controller.SetOperatorLeading(false)
 		return nil
 	})); err != nil {
-		return nil, err
+		return fmt.Errorf("add the readiness reporter: %w", err)
 	}
 	go func() {
 		<-mgr.Elected()
 		controller.SetOperatorLeading(true)
 	}()
-	return mgr, nil
+	return nil
 }
 
 // everyReplica is a runnable that runs on every replica, leader or not (a
@@ -390,8 +438,11 @@ func trustedPrometheus(c client.Reader, namespace string, trusted []string) pred
 	})
 }
 
-func setupController(mgr manager.Manager, r *controller.Reconciler, namespace string, kinds *ownership.Kinds) (crcontroller.Controller, error) {
-	// Every event of a managed object wakes the served KubeVirt resource.
+// setupController builds the controller of the KubeVirt resource: every
+// event of a managed object, of a CRD that matters, of a Node coming or
+// going and of a tuning wakes the served resource; the optional watches
+// register through it as their APIs come.
+func setupController(mgr manager.Manager, r *controller.Reconciler, namespace string, kinds *ownership.Kinds, watches *capability.Watches) error {
 	toKubeVirt := toKubeVirt(mgr, namespace)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("kubevirt").
@@ -402,16 +453,17 @@ func setupController(mgr manager.Manager, r *controller.Reconciler, namespace st
 		u.SetGroupVersionKind(gvk)
 		b = b.Watches(u, toKubeVirt)
 	}
-	crdMeta := &metav1.PartialObjectMetadata{}
-	crdMeta.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
-	nodeMeta := &metav1.PartialObjectMetadata{}
-	nodeMeta.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Node"})
-	b = b.WatchesMetadata(crdMeta, toKubeVirt, builder.WithPredicates(existenceOrVersionChanged(kinds.GatedAPIs))).
-		WatchesMetadata(nodeMeta, toKubeVirt, builder.WithPredicates(existenceChanged())).
+	b = b.WatchesMetadata(crdMetadata(), toKubeVirt, builder.WithPredicates(existenceOrVersionChanged(kinds.GatedAPIs))).
+		WatchesMetadata(nodeMetadata(), toKubeVirt, builder.WithPredicates(existenceChanged())).
 		// A tuning's spec (and deletion) bumps its generation; virtop's
 		// own status writes do not.
 		Watches(&virtopv1alpha1.KubeVirtMonitoring{}, toKubeVirt, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
-	return b.Build(r)
+	c, err := b.Build(r)
+	if err != nil {
+		return fmt.Errorf("set up the kubevirt controller: %w", err)
+	}
+	watches.Register = c.Watch
+	return nil
 }
 
 // specOrLifecycleChanged passes KubeVirt updates that change the spec,
@@ -504,26 +556,4 @@ func webhookServerOptions(opts Options) (webhookSetup, error) {
 	urlHost := opts.WebhookURLHost
 	out.adjust = func(o client.Object) client.Object { return kvwebhook.RewriteForURL(o, urlHost, ca) }
 	return out, nil
-}
-
-// transformCRDs drops managed fields and slims CustomResourceDefinitions
-// (apply.TransformCRD) before they are cached.
-func transformCRDs(in any) (any, error) {
-	out, err := cache.TransformStripManagedFields()(in)
-	if err != nil {
-		return nil, err
-	}
-	return apply.TransformCRD(out)
-}
-
-// uncachedKinds are the kinds the manager's client reads from the API
-// server (see New).
-func uncachedKinds(kinds *ownership.Kinds) []client.Object {
-	var out []client.Object
-	for _, gvk := range kinds.Uncached {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(gvk)
-		out = append(out, u)
-	}
-	return out
 }

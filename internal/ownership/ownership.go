@@ -5,7 +5,9 @@
 // strategies render and the plan adds, once per process, so a renderer that
 // starts to emit a new kind is pruned, watched and removed without anyone
 // editing a list. The kinds that hold user data are not here: virtop never
-// renders them (internal/uninstall lists them).
+// renders them (internal/uninstall lists them). GrantedRules says what the
+// rendered RBAC grants, which the operator's own RBAC must hold
+// (hack/rbacgen).
 package ownership
 
 import (
@@ -21,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/plan"
@@ -232,13 +233,23 @@ func appendNew(list []string, s string) []string {
 // render is what virtop applies for version at most: the strategy with the
 // feature gates that add objects on, planned with every gate open on a
 // cluster of three nodes.
-func render(version string) ([]client.Object, error) {
-	const ns = renderNamespace
-	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kubevirt"}}
+func render(version string) ([]client.Object, error) { return Render(version, nil) }
+
+// Render is render with the KubeVirt resource changed by tune first (nil:
+// unchanged), for those who need the objects of other configurations too
+// (hack/rbacgen names every cluster-scoped object a release can render).
+// Objects are rendered in the KubeVirt resource's namespace (kubevirt
+// unless tune changes it), the plan's placed ones in another.
+func Render(version string, tune func(*kvv1.KubeVirt)) ([]client.Object, error) {
+	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: renderNamespace, Name: "kubevirt"}}
 	kv.Spec.ImageTag = version
 	kv.Spec.Configuration.DeveloperConfiguration = &kvv1.DeveloperConfiguration{
-		FeatureGates: []string{components.VMExportFeatureGate},
+		FeatureGates: []string{vocab.VMExportFeatureGate},
 	}
+	if tune != nil {
+		tune(kv)
+	}
+	ns := kv.Namespace
 	cfg, err := config.FromKubeVirt(kv, config.Settings{Namespace: ns})
 	if err != nil {
 		return nil, fmt.Errorf("ownership: config for %s: %w", version, err)

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/ownership"
@@ -36,9 +35,9 @@ type variant struct {
 
 var variants = []variant{
 	{name: "defaults", nodes: 1},
-	{name: "VMExport, 3 nodes", nodes: 3, kv: func(kv *kvv1.KubeVirt) { featureGates(kv, components.VMExportFeatureGate) }},
+	{name: "VMExport, 3 nodes", nodes: 3, kv: func(kv *kvv1.KubeVirt) { featureGates(kv, vocab.VMExportFeatureGate) }},
 	{name: "every feature gate the renderers read, OpenShift", nodes: 5, openShift: true, kv: func(kv *kvv1.KubeVirt) {
-		featureGates(kv, components.VMExportFeatureGate, components.PersistentReservationFeatureGate)
+		featureGates(kv, vocab.VMExportFeatureGate, vocab.PersistentReservationFeatureGate)
 	}},
 	{name: "no instancetypes, monitoring settings", nodes: 2, kv: func(kv *kvv1.KubeVirt) {
 		kv.Spec.Configuration.CommonInstancetypesDeployment = &kvv1.CommonInstancetypesDeployment{Enabled: ptr.To(false)}

@@ -3,7 +3,9 @@
 // objects — gates evaluated, virt-api's replicas and the
 // PodDisruptionBudgets sized for the cluster, the monitoring objects placed
 // and tuned, certificate data filled, the install-namespace label stamped,
-// the caller's last adjustment made. Nothing rewrites the list after Build.
+// the caller's last adjustment made, the pod templates of a taken-over
+// installation left out while they stay upstream's (Options.KeepTemplates).
+// Nothing rewrites the list after Build.
 // It is pure: the caller gathers the snapshot, the live certificates and
 // the honoured KubeVirtMonitoring.
 package plan
@@ -17,6 +19,8 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -110,6 +114,17 @@ type Plan struct {
 	// HandlerTLS is the step of virt-handler's staged TLS rollout; nil
 	// when Options.HandlerTLS was.
 	HandlerTLS *HandlerTLS
+	// KeptTemplates are the workloads planned without their pod template
+	// (Options.KeepTemplates), in plan order.
+	KeptTemplates []KeptTemplate
+}
+
+// KeptTemplate is a workload whose live pod template stays as it is.
+type KeptTemplate struct {
+	Key strategy.Key
+	// Rendered is the workload as virtop renders it, pod template
+	// included: what the next change of the deployment applies.
+	Rendered client.Object
 }
 
 // Options are the inputs of a plan beyond the strategy, its config and
@@ -131,6 +146,12 @@ type Options struct {
 	// live DaemonSet (StageHandlerTLS); unset, virt-handler stays as the
 	// strategy renders it (the form upstream's strategy holds).
 	HandlerTLS *HandlerTLSInput
+	// KeepTemplates names the workloads (Deployments, DaemonSets) whose
+	// live pod template stays as it is: an installation taken over from
+	// upstream's operator keeps upstream's templates until the next change
+	// of its deployment (adopt.KeepsTemplate), so the takeover rolls
+	// nothing. Their planned objects leave spec.template out.
+	KeepTemplates map[strategy.Key]bool
 }
 
 // HandlerTLSInput is the input of the staged virt-handler TLS rollout.
@@ -216,9 +237,35 @@ func Build(s *strategy.Strategy, cfg *config.DeploymentConfig, caps Capabilities
 			labels[vocab.InstallNamespaceLabel] = cfg.Namespace
 			o.SetLabels(labels)
 		}
+		if k := strategy.KeyOf(o); opts.KeepTemplates[k] {
+			u, err := withoutTemplate(o)
+			if err != nil {
+				return p, err
+			}
+			p.KeptTemplates = append(p.KeptTemplates, KeptTemplate{Key: k, Rendered: o})
+			o = u
+		}
 		p.Objects[i] = o
 	}
 	return p, nil
+}
+
+// withoutTemplate is a workload without its pod template: applied, it
+// leaves the live template as it is (its fields are another manager's).
+func withoutTemplate(o client.Object) (client.Object, error) {
+	switch o.(type) {
+	case *appsv1.Deployment, *appsv1.DaemonSet:
+	default:
+		return o, nil
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", strategy.KeyOf(o), err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(o.GetObjectKind().GroupVersionKind())
+	unstructured.RemoveNestedField(u.Object, "spec", "template")
+	return u, nil
 }
 
 func gatesOpen(o client.Object, caps Capabilities) (stage.Gate, bool) {

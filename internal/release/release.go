@@ -178,7 +178,8 @@ type Release struct {
 	CommonInstancetypes string `json:"commonInstancetypes"`
 	// RuleSet names the release's alert and recording-rule set
 	// (internal/monitoring/rules); release.yaml gives it only if it differs
-	// from Version, which it defaults to.
+	// from the default: Version for a release with a rules.yaml (its delta
+	// on its base's set) or without a base, else its base's set.
 	RuleSet string `json:"ruleSet,omitempty"`
 	// BetaGatesOnByDefault: Beta feature gates are on unless the KubeVirt
 	// resource lists them in disabledFeatureGates (v1.9.0 on); before, only
@@ -187,6 +188,9 @@ type Release struct {
 	GatedObjects         []GatedObject `json:"gatedObjects,omitempty"`
 	Variants             []Variant     `json:"variants,omitempty"`
 	Certificates         []Certificate `json:"certificates"`
+
+	// HasRules: the release's directory has a rules.yaml.
+	HasRules bool `json:"-"`
 
 	// From the generated images.yaml and featuregates.yaml.
 	Images       []Image             `json:"-"`
@@ -239,6 +243,12 @@ func load() (map[string]*Release, error) {
 				return
 			}
 		}
+		for _, r := range m {
+			if err := defaultRuleSet(m, r, 0); err != nil {
+				indexErr = err
+				return
+			}
+		}
 		index = m
 	})
 	return index, indexErr
@@ -252,8 +262,10 @@ func readRelease(dir string) (*Release, error) {
 	if r.Version != dir {
 		return nil, fmt.Errorf("release.yaml says version %q", r.Version)
 	}
-	if r.RuleSet == "" {
-		r.RuleSet = r.Version
+	if _, err := fs.Stat(dataFS, path.Join("data", dir, RulesFile)); err == nil {
+		r.HasRules = true
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
 	}
 	var imgs struct {
 		Images []Image `json:"images"`
@@ -280,6 +292,27 @@ func readYAML(name string, into any) error {
 	if err := yaml.UnmarshalStrict(b, into); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
+	return nil
+}
+
+// defaultRuleSet fills in a RuleSet release.yaml leaves out: the release's
+// own version when it has a rules.yaml or no base, else its base's set.
+func defaultRuleSet(m map[string]*Release, r *Release, depth int) error {
+	if r.RuleSet != "" {
+		return nil
+	}
+	if r.HasRules || r.Base == "" {
+		r.RuleSet = r.Version
+		return nil
+	}
+	if depth > len(m) {
+		return fmt.Errorf("release %s: the base chain loops", r.Version)
+	}
+	b := m[r.Base]
+	if err := defaultRuleSet(m, b, depth+1); err != nil {
+		return err
+	}
+	r.RuleSet = b.RuleSet
 	return nil
 }
 
@@ -379,6 +412,17 @@ func (r *Release) Certificate(secret string) (Certificate, bool) {
 // internal/monitoring/metrics). fs.ErrNotExist when the release has none.
 func (r *Release) MetricsData() ([]byte, error) {
 	return dataFS.ReadFile(path.Join("data", r.Version, "metrics.yaml"))
+}
+
+// RulesFile is the name of a release's rule delta in its directory.
+const RulesFile = "rules.yaml"
+
+// RulesData returns the release's rules.yaml (read by
+// internal/monitoring/rules) and its path in the repository, for errors.
+// fs.ErrNotExist when the release has none.
+func (r *Release) RulesData() ([]byte, string, error) {
+	b, err := dataFS.ReadFile(path.Join("data", r.Version, RulesFile))
+	return b, path.Join("internal/release/data", r.Version, RulesFile), err
 }
 
 // InstancetypeBundle returns one file of a common-instancetypes release's

@@ -186,3 +186,38 @@ func TestLess(t *testing.T) {
 		t.Fatal("versions must compare numerically")
 	}
 }
+
+// TestDefaultRuleSet: a release with a rules.yaml, or without a base, has
+// its own rule set; one without a rules.yaml has its base's, down the
+// chain; one whose release.yaml names a set keeps it.
+func TestDefaultRuleSet(t *testing.T) {
+	m := map[string]*Release{
+		"v1": {Version: "v1"},
+		"v2": {Version: "v2", Base: "v1", HasRules: true},
+		"v3": {Version: "v3", Base: "v2"},
+		"v4": {Version: "v4", Base: "v3"},
+		"v5": {Version: "v5", Base: "v4", RuleSet: "v1"},
+	}
+	for _, r := range m {
+		if err := defaultRuleSet(m, r, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]string{"v1": "v1", "v2": "v2", "v3": "v2", "v4": "v2", "v5": "v1"}
+	for v, r := range m {
+		if r.RuleSet != want[v] {
+			t.Errorf("%s: rule set %q, want %q", v, r.RuleSet, want[v])
+		}
+	}
+	loop := map[string]*Release{"a": {Version: "a", Base: "b"}, "b": {Version: "b", Base: "a"}}
+	if err := defaultRuleSet(loop, loop["a"], 0); err == nil {
+		t.Error("a base chain that loops: accepted")
+	}
+	// The shipped data: every release with a rules.yaml has its own set.
+	for _, v := range Versions() {
+		r, _ := Lookup(v)
+		if r.HasRules && r.RuleSet != v {
+			t.Errorf("%s has a rules.yaml but rule set %s", v, r.RuleSet)
+		}
+	}
+}

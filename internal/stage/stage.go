@@ -25,11 +25,11 @@ const (
 	RBAC            Stage = "rbac"
 	Certificates    Stage = "certificates"
 	Services        Stage = "services"
-	VirtAPI         Stage = "virt-api"
+	VirtAPI         Stage = vocab.VirtAPI
 	Admission       Stage = "admission"
-	VirtController  Stage = "virt-controller"
-	VirtHandler     Stage = "virt-handler"
-	VirtExportProxy Stage = "virt-exportproxy"
+	VirtController  Stage = vocab.VirtController
+	VirtHandler     Stage = vocab.VirtHandler
+	VirtExportProxy Stage = vocab.VirtExportProxy
 	Instancetypes   Stage = "instancetypes"
 	Monitoring      Stage = "monitoring"
 )

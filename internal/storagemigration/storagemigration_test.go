@@ -28,6 +28,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/testing/crds"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func TestMain(m *testing.M) {
@@ -511,7 +512,7 @@ func TestProgressOf(t *testing.T) {
 	crd := func(gen int64, record string) *apiextv1.CustomResourceDefinition {
 		c := &apiextv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "xs.example.com", Generation: gen}}
 		if record != "" {
-			c.Annotations = map[string]string{"virtop.dev/storage-migration": record}
+			c.Annotations = map[string]string{vocab.StorageMigrationAnnotation: record}
 		}
 		return c
 	}

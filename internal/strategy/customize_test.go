@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func withPatches(patches ...kvv1.CustomizeComponentsPatch) func(*kvv1.KubeVirt) {
@@ -91,7 +92,7 @@ func TestCustomizeMarksPinnedFields(t *testing.T) {
 		for _, o := range st.Objects {
 			want := KeyOf(o).Kind == "Deployment" && o.GetName() == "virt-api"
 			if got := Pinned(o, "spec.replicas"); got != want {
-				t.Errorf("%s: Pinned(spec.replicas) = %v, want %v (annotation %q)", KeyOf(o), got, want, o.GetAnnotations()["virtop.dev/pinned-fields"])
+				t.Errorf("%s: Pinned(spec.replicas) = %v, want %v (annotation %q)", KeyOf(o), got, want, o.GetAnnotations()[vocab.PinnedFieldsAnnotation])
 			}
 		}
 	}

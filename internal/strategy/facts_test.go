@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/virtop-dev/virtop/internal/stage"
+	"github.com/virtop-dev/virtop/internal/vocab"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -194,10 +195,10 @@ func TestEveryObjectStamped(t *testing.T) {
 			t.Errorf("%s is out of stage order", KeyOf(o))
 		}
 		last = st.Index()
-		if o.GetLabels()["app.kubernetes.io/managed-by"] != "virtop" {
+		if o.GetLabels()[vocab.ManagedByLabel] != vocab.ManagedByValue {
 			t.Errorf("%s lacks app.kubernetes.io/managed-by: virtop", KeyOf(o))
 		}
-		if o.GetAnnotations()["kubevirt.io/install-strategy-identifier"] != s.ID {
+		if o.GetAnnotations()[vocab.InstallStrategyIdentifierAnnotation] != s.ID {
 			t.Errorf("%s lacks the identifier annotation", KeyOf(o))
 		}
 	}

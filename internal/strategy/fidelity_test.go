@@ -30,6 +30,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/stage"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/tools/diff"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // referenceDir is ../shared/upstream-strategies beside the repository
@@ -272,7 +273,7 @@ func virtopAsApplied(t *testing.T, s *strategy.Strategy, cfg *config.DeploymentC
 	for _, o := range p.Objects {
 		ann := o.GetAnnotations()
 		for k := range ann {
-			if strings.HasPrefix(k, "virtop.dev/") {
+			if strings.HasPrefix(k, vocab.VirtopKeyPrefix) {
 				delete(ann, k)
 			}
 		}
@@ -287,7 +288,7 @@ func virtopAsApplied(t *testing.T, s *strategy.Strategy, cfg *config.DeploymentC
 // take the facts from the code it checks (internal/plan's staged rollout):
 // the fresh-install form of both sides is compared.
 func upstreamCreateTLS(ds *appsv1.DaemonSet) {
-	if ds.Labels["kubevirt.io/supports-migration-cn-types"] != "true" || len(ds.Spec.Template.Spec.Containers) == 0 {
+	if ds.Labels[vocab.SupportsMigrationCNsLabel] != "true" || len(ds.Spec.Template.Spec.Containers) == 0 {
 		return
 	}
 	c := &ds.Spec.Template.Spec.Containers[0]

@@ -5,7 +5,6 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/stage"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
@@ -45,8 +44,8 @@ var byKind = map[string]placement{
 	"Deployment":                       {stage: stage.VirtController},
 	"DaemonSet":                        {stage: stage.VirtHandler},
 	"Route":                            {stage: stage.VirtExportProxy, gates: []stage.Gate{stage.RouteAPI}},
-	components.ClusterInstancetypeKind: {stage: stage.Instancetypes},
-	components.ClusterPreferenceKind:   {stage: stage.Instancetypes},
+	ClusterInstancetypeKind:            {stage: stage.Instancetypes},
+	ClusterPreferenceKind:              {stage: stage.Instancetypes},
 }
 
 var byName = map[string]placement{

@@ -14,7 +14,6 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/stage"
@@ -45,7 +44,7 @@ const DefaultComponent = "kubevirt"
 // The release's object templates (internal/release) are rendered with the
 // config's values, then changed by the config transforms (transforms.go)
 // and virtop's deliberate deviations (deviations.go); the code-rendered
-// families (monitoring, instancetypes) are added; customizeComponents
+// families are added (instancetypes.go, monitoring.go); customizeComponents
 // patches apply; every object gets upstream's metadata stamps and its stage
 // and gates (stages.go); the result is sorted into apply order.
 func Generate(cfg *config.DeploymentConfig) (*Strategy, error) {
@@ -65,9 +64,8 @@ type Options struct {
 // GenerateWith is Generate with options; a strategy to apply comes from
 // Generate.
 func GenerateWith(cfg *config.DeploymentConfig, opts Options) (*Strategy, error) {
-	cat, ok := release.Lookup(cfg.Version)
-	rel, inData := release.Lookup(cfg.Version)
-	if !ok || !inData {
+	rel, ok := release.Lookup(cfg.Version)
+	if !ok {
 		return nil, &release.NotInCatalogError{Version: cfg.Version, Have: release.Builtin().Versions()}
 	}
 	if cfg.ID == "" || cfg.ID != cfg.ComputeID() {
@@ -83,18 +81,15 @@ func GenerateWith(cfg *config.DeploymentConfig, opts Options) (*Strategy, error)
 	if err := runTransforms(cfg, objs, deviations(rel)); err != nil {
 		return nil, fmt.Errorf("render %s: %w", cfg.Version, err)
 	}
-	names := make([]string, 0, len(components.Renderers))
-	for name := range components.Renderers {
-		names = append(names, name)
+	its, err := renderInstancetypes(cfg, rel)
+	if err != nil {
+		return nil, fmt.Errorf("render instancetypes: %w", err)
 	}
-	slices.Sort(names)
-	for _, name := range names {
-		out, err := components.Renderers[name](cfg, cat)
-		if err != nil {
-			return nil, fmt.Errorf("render %s: %w", name, err)
-		}
-		objs = append(objs, out...)
+	mon, err := renderMonitoring(cfg, rel)
+	if err != nil {
+		return nil, fmt.Errorf("render monitoring: %w", err)
 	}
+	objs = append(append(objs, its...), mon...)
 	// The code-rendered families are subject to the release's gated
 	// objects too (the PrometheusRule upstream leaves out under
 	// VMStatsCollector).

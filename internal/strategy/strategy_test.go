@@ -119,16 +119,16 @@ func TestConfigMapRoundTrip(t *testing.T) {
 		t.Errorf("name %q", cm.Name)
 	}
 	for k, v := range map[string]string{
-		"kubevirt.io/install-strategy-version":     "v1.5.3",
-		"kubevirt.io/install-strategy-registry":    "quay.io/kubevirt",
-		"kubevirt.io/install-strategy-identifier":  s.ID,
-		"kubevirt.io/install-strategy-cm-encoding": "gzip+base64",
+		vocab.InstallStrategyVersionAnnotation:    "v1.5.3",
+		vocab.InstallStrategyRegistryAnnotation:   "quay.io/kubevirt",
+		vocab.InstallStrategyIdentifierAnnotation: s.ID,
+		vocab.InstallStrategyEncodingAnnotation:   "gzip+base64",
 	} {
 		if cm.Annotations[k] != v {
 			t.Errorf("annotation %s = %q, want %q", k, cm.Annotations[k], v)
 		}
 	}
-	if _, ok := cm.Labels["kubevirt.io/install-strategy"]; !ok || cm.Labels["app.kubernetes.io/managed-by"] != "virtop" {
+	if _, ok := cm.Labels[vocab.InstallStrategyLabel]; !ok || cm.Labels[vocab.ManagedByLabel] != vocab.ManagedByValue {
 		t.Errorf("labels %v", cm.Labels)
 	}
 	back, err := FromConfigMap(cm)
@@ -191,7 +191,7 @@ func TestFromConfigMapRefusesBadData(t *testing.T) {
 		},
 		"truncated base64":  func(cm *corev1.ConfigMap) { cm.Data[vocab.ManifestsKey] = encoded[:len(encoded)/2+1] },
 		"no manifests key":  func(cm *corev1.ConfigMap) { delete(cm.Data, vocab.ManifestsKey) },
-		"no strategy label": func(cm *corev1.ConfigMap) { delete(cm.Labels, "kubevirt.io/install-strategy") },
+		"no strategy label": func(cm *corev1.ConfigMap) { delete(cm.Labels, vocab.InstallStrategyLabel) },
 		"plain yaml without kind": func(cm *corev1.ConfigMap) {
 			delete(cm.Annotations, vocab.InstallStrategyEncodingAnnotation)
 			cm.Data[vocab.ManifestsKey] = "---\nmetadata:\n  name: x\n"
@@ -251,8 +251,8 @@ spec:
 	cm := &corev1.ConfigMap{}
 	cm.Name = "kubevirt-install-strategy-jbfgg"
 	cm.Namespace = "kubevirt"
-	cm.Labels = map[string]string{"kubevirt.io/install-strategy": "", "app.kubernetes.io/managed-by": "virt-operator"}
-	cm.Annotations = map[string]string{"kubevirt.io/install-strategy-version": "v1.5.3", "kubevirt.io/install-strategy-identifier": "abc"}
+	cm.Labels = map[string]string{vocab.InstallStrategyLabel: "", vocab.ManagedByLabel: vocab.UpstreamManagedByValue}
+	cm.Annotations = map[string]string{vocab.InstallStrategyVersionAnnotation: "v1.5.3", vocab.InstallStrategyIdentifierAnnotation: "abc"}
 	cm.Data = map[string]string{vocab.ManifestsKey: manifests}
 	for _, encoded := range []bool{false, true} {
 		if encoded {

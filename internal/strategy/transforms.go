@@ -20,8 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/strategy/podplacement"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -59,7 +59,7 @@ func podTemplate(o client.Object) *corev1.PodTemplateSpec {
 // virt-template's come from its own bundle.
 var kubeVirtComponents = []string{
 	vocab.VirtAPI, vocab.VirtController, vocab.VirtHandler,
-	vocab.VirtExportProxy, "virt-synchronization-controller",
+	vocab.VirtExportProxy, vocab.VirtSynchronizationController,
 }
 
 func isKubeVirtComponent(o client.Object) bool {
@@ -73,12 +73,12 @@ func placeWorkloads(c *config.DeploymentConfig, objs []client.Object) error {
 	for _, o := range objs {
 		switch t := o.(type) {
 		case *appsv1.Deployment:
-			components.PlacePod(&t.Spec.Template.Spec, c.Infra, components.ControlPlanePlacement())
+			podplacement.PlaceInfra(&t.Spec.Template.Spec, c.Infra)
 			if c.Infra.Replicas != nil {
 				t.Spec.Replicas = c.Infra.Replicas
 			}
 		case *appsv1.DaemonSet:
-			components.PlacePod(&t.Spec.Template.Spec, c.Workloads, config.Placement{})
+			podplacement.PlaceWorkloads(&t.Spec.Template.Spec, c.Workloads)
 		}
 	}
 	return nil

@@ -7,9 +7,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/release"
+	"github.com/virtop-dev/virtop/internal/strategy/podplacement"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -70,10 +70,10 @@ func AsAppliedByUpstream(objs []client.Object, cfg *config.DeploymentConfig) ([]
 		switch w := o.(type) {
 		case *appsv1.Deployment:
 			w.Spec.Template.Labels, w.Spec.Template.Annotations = upstreamStamps(cfg, w.Spec.Template.Labels, w.Spec.Template.Annotations, false)
-			components.PlacePod(&w.Spec.Template.Spec, cfg.Infra, components.ControlPlanePlacement())
+			podplacement.PlaceInfra(&w.Spec.Template.Spec, cfg.Infra)
 		case *appsv1.DaemonSet:
 			w.Spec.Template.Labels, w.Spec.Template.Annotations = upstreamStamps(cfg, w.Spec.Template.Labels, w.Spec.Template.Annotations, false)
-			components.PlacePod(&w.Spec.Template.Spec, cfg.Workloads, config.Placement{})
+			podplacement.PlaceWorkloads(&w.Spec.Template.Spec, cfg.Workloads)
 		}
 		out = append(out, o)
 	}

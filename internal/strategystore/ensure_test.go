@@ -132,8 +132,8 @@ func TestEnsureCreatesJobAndReplacesFailedOne(t *testing.T) {
 	if got := job.Spec.Template.Spec.Containers[0].Image; got != "example.com/virtop:test" {
 		t.Errorf("image %s", got)
 	}
-	if job.Annotations["kubevirt.io/install-strategy-identifier"] != cfg.ID {
-		t.Errorf("identifier annotation %q", job.Annotations["kubevirt.io/install-strategy-identifier"])
+	if job.Annotations[vocab.InstallStrategyIdentifierAnnotation] != cfg.ID {
+		t.Errorf("identifier annotation %q", job.Annotations[vocab.InstallStrategyIdentifierAnnotation])
 	}
 	if o := getJob(t, c, ns, old.Name); o.DeletionTimestamp == nil {
 		t.Errorf("the obsolete Job %s of another deployment was not deleted", old.Name)

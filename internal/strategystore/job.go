@@ -17,8 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/strategy/podplacement"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -130,7 +130,7 @@ func Job(cfg *config.DeploymentConfig, image string) *batchv1.Job {
 	for _, s := range cfg.ImagePullSecrets {
 		pod.ImagePullSecrets = append(pod.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
 	}
-	components.PlaceInfraPod(&pod, cfg.Infra)
+	podplacement.PlaceInfra(&pod, cfg.Infra)
 	return &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{

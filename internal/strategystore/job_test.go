@@ -10,6 +10,7 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func testConfig(t *testing.T, mutate func(*kvv1.KubeVirt)) *config.DeploymentConfig {
@@ -46,9 +47,9 @@ func TestJobSpec(t *testing.T) {
 		{"kind", job.Kind, "Job"},
 		{"name", job.Name, "virtop-strategy-" + cfg.ID[:10]},
 		{"namespace", job.Namespace, "kubevirt"},
-		{"labels", job.Labels, map[string]string{"kubevirt.io/install-strategy": "", "app.kubernetes.io/managed-by": "virtop"}},
-		{"identifier annotation", job.Annotations["kubevirt.io/install-strategy-identifier"], cfg.ID},
-		{"version annotation", job.Annotations["kubevirt.io/install-strategy-version"], "v1.5.3"},
+		{"labels", job.Labels, map[string]string{vocab.InstallStrategyLabel: "", vocab.ManagedByLabel: vocab.ManagedByValue}},
+		{"identifier annotation", job.Annotations[vocab.InstallStrategyIdentifierAnnotation], cfg.ID},
+		{"version annotation", job.Annotations[vocab.InstallStrategyVersionAnnotation], "v1.5.3"},
 		{"pod kubevirt.io label", job.Spec.Template.Labels["kubevirt.io"], "virt-operator-strategy-dumper"},
 		{"pod network policy label", job.Spec.Template.Labels["np.kubevirt.io/allow-access-cluster-services"], "true"},
 		{"service account", pod.ServiceAccountName, "virtop-strategy-job"},

@@ -16,17 +16,16 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/operator"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategystore"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
-	"github.com/virtop-dev/virtop/internal/tools/podless"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -116,11 +115,7 @@ func TestOperatorInstallsVersionOutsideItsCatalog(t *testing.T) {
 	testenv.FakeReadiness(t, c, ns)
 	operatortest.Start(t, env.Config, operator.Options{Namespace: ns, CatalogVersions: []string{"v1.5.0"}, StrategyImage: "example.com/virtop:test"})
 
-	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}
-	kv.Spec.ImageTag = "v1.5.3"
-	if err := podless.Prepare(kv); err != nil {
-		t.Fatal(err)
-	}
+	kv := kvtest.KubeVirt(t, ns, func(kv *kvv1.KubeVirt) { kv.Spec.ImageTag = "v1.5.3" })
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}

@@ -18,10 +18,10 @@ import (
 	"github.com/virtop-dev/virtop/internal/operator"
 	"github.com/virtop-dev/virtop/internal/strategy"
 	"github.com/virtop-dev/virtop/internal/strategystore"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
-	"github.com/virtop-dev/virtop/internal/tools/podless"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -51,11 +51,7 @@ func TestPlantedSigningKeyRefused(t *testing.T) {
 	testenv.FakeReadiness(t, c, ns)
 	operatortest.Start(t, env.Config, operator.Options{Namespace: ns, CatalogVersions: []string{"v1.5.0"}, StrategyImage: "example.com/virtop:test"})
 
-	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}
-	kv.Spec.ImageTag = "v1.5.3"
-	if err := podless.Prepare(kv); err != nil {
-		t.Fatal(err)
-	}
+	kv := kvtest.KubeVirt(t, ns, func(kv *kvv1.KubeVirt) { kv.Spec.ImageTag = "v1.5.3" })
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}

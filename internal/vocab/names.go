@@ -8,7 +8,25 @@ const (
 	VirtHandler     = "virt-handler"
 	VirtExportProxy = "virt-exportproxy"
 	VirtOperator    = "virt-operator"
+	// VirtSynchronizationController serves decentralized live migration
+	// (from v1.6.0).
+	VirtSynchronizationController = "virt-synchronization-controller"
 )
+
+// Feature gates, as upstream names them, that change which objects a
+// strategy holds beyond what a release's data says of them.
+const (
+	// VMExportFeatureGate enables virt-exportproxy.
+	VMExportFeatureGate = "VMExport"
+	// PersistentReservationFeatureGate adds the pr-helper container to
+	// virt-handler (a variant of the release data).
+	PersistentReservationFeatureGate = "PersistentReservation"
+)
+
+// AuthDelegatorClusterRole is Kubernetes' built-in ClusterRole granting
+// tokenreviews and subjectaccessreviews create; a binding to it grants what
+// ownership.GrantedRules adds.
+const AuthDelegatorClusterRole = "system:auth-delegator"
 
 // ServiceAccount names, as upstream names them.
 const (

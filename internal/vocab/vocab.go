@@ -2,12 +2,22 @@
 // manager, finalizer and data key virtop writes or reads on the objects it
 // manages, and the names of the well-known objects other packages refer to
 // (components, ServiceAccounts, certificate Secrets, webhooks, monitoring
-// objects). Most of them are upstream KubeVirt's, kept so that upstream
+// objects), and the upstream feature gates that change which objects a
+// strategy holds. Most of them are upstream KubeVirt's, kept so that upstream
 // tooling, runbooks and dashboards keep working; virtop's own live under
 // virtop.dev/.
 //
 // It is a leaf: it imports nothing, so any package may use it.
 package vocab
+
+// Key prefixes: the domains of the label and annotation keys virtop and
+// upstream's operator set. A user's tuning may not set keys under either
+// (internal/monitoring/tuning), and virtop's own bookkeeping is what lives
+// under VirtopKeyPrefix.
+const (
+	VirtopKeyPrefix   = "virtop.dev/"
+	KubeVirtKeyPrefix = "kubevirt.io/"
+)
 
 // Ownership: what marks an object as virtop's.
 const (
@@ -64,6 +74,11 @@ const (
 	// UpstreamGenerationAnnotation is the annotation upstream's operator
 	// records an object's generation in.
 	UpstreamGenerationAnnotation = "kubevirt.io/generation"
+	// UpstreamCustomizerAnnotation is the annotation upstream's operator
+	// records the identifier of spec.customizeComponents in, on the
+	// objects its customizer patches (CustomizerIdentifier in package
+	// adopt).
+	UpstreamCustomizerAnnotation = "kubevirt.io/customizer-identifier"
 	// AdoptedFromAnnotation on the KubeVirt resource records that virtop
 	// took the installation over from upstream's operator, and at which
 	// release and deployment ID.
@@ -143,6 +158,10 @@ const (
 	AppComponentLabel = "app.kubernetes.io/component"
 	AppPartOfLabel    = "app.kubernetes.io/part-of"
 	AppVersionLabel   = "app.kubernetes.io/version"
+	// AppInstanceLabel names the instance of an application; virtop does
+	// not set it, it reads it on what others deploy (a Helm release's
+	// objects, prometheus-operator's Prometheus pods).
+	AppInstanceLabel = "app.kubernetes.io/instance"
 	// K8sAppLabel is set on the ServiceMonitor and PrometheusRule.
 	K8sAppLabel = "k8s-app"
 	// NetworkPolicyLabel lets a pod reach cluster services (the API

@@ -19,9 +19,9 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
-	"github.com/virtop-dev/virtop/internal/tools/podless"
 	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/internal/webhook"
 )
@@ -91,11 +91,7 @@ func TestOperatorServesWebhookByURL(t *testing.T) {
 		_ = c.Delete(context.Background(), vwc)
 	})
 
-	kv := &kvv1.KubeVirt{}
-	kv.Namespace, kv.Name = ns, "kubevirt"
-	if err := podless.Prepare(kv); err != nil {
-		t.Fatal(err)
-	}
+	kv := kvtest.KubeVirt(t, ns)
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
@@ -36,7 +37,7 @@ func TestOperatorLifecycle(t *testing.T) {
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
-	framework.WaitKubeVirt(t, c, "Available", 3*time.Minute, framework.Available)
+	framework.WaitKubeVirt(t, c, "Available", 3*time.Minute, kvtest.RolledOut)
 	t.Logf("MEASURE KubeVirt created -> Available with %d fake nodes: %s", env.Nodes, time.Since(created).Round(100*time.Millisecond))
 	for _, name := range []string{"virt-api", "virt-controller"} {
 		env.WaitDeploymentAvailable(t, devcluster.InstallNamespace, name, framework.DefaultTimeout)
@@ -80,7 +81,7 @@ func TestOperatorLifecycle(t *testing.T) {
 			op.Kill()
 			op = op.Restart(0)
 		}
-		framework.WaitKubeVirt(t, c, "v1.5.3 rolled out after kills", 3*time.Minute, framework.AvailableAt("v1.5.3"))
+		framework.WaitKubeVirt(t, c, "v1.5.3 rolled out after kills", 3*time.Minute, framework.RolledOutAt("v1.5.3"))
 		d := &appsv1.Deployment{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: devcluster.InstallNamespace, Name: "virt-api"}, d); err != nil {
 			t.Fatal(err)

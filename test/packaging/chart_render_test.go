@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // chartMeta is what the tests need of Chart.yaml.
@@ -81,12 +82,12 @@ func TestChartRendering(t *testing.T) {
 	objs := helmTemplate(t, helm, "--set", "kubevirt.create=true", "--set", "kubevirtMonitoring.create=true", "--set", "namespace.create=true",
 		"--set", "commonLabels.team=virt")
 	wantLabels := map[string]string{
-		"helm.sh/chart":                meta.Name + "-" + meta.Version,
-		"app.kubernetes.io/name":       "virtop",
-		"app.kubernetes.io/instance":   "rel",
-		"app.kubernetes.io/version":    meta.AppVersion,
-		"app.kubernetes.io/managed-by": "Helm",
-		"team":                         "virt",
+		"helm.sh/chart":        meta.Name + "-" + meta.Version,
+		vocab.AppNameLabel:     "virtop",
+		vocab.AppInstanceLabel: "rel",
+		vocab.AppVersionLabel:  meta.AppVersion,
+		vocab.ManagedByLabel:   "Helm",
+		"team":                 "virt",
 	}
 	kinds := map[string]int{}
 	for _, o := range objs {

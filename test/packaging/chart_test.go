@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func keyOf(u *unstructured.Unstructured) string {
@@ -85,7 +86,7 @@ func TestChartMatchesKustomize(t *testing.T) {
 
 // helmOnlyLabels are the labels the chart sets and kustomize does not:
 // they name the Helm release.
-var helmOnlyLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by"}
+var helmOnlyLabels = []string{"helm.sh/chart", vocab.AppInstanceLabel, vocab.AppVersionLabel, vocab.ManagedByLabel}
 
 // withoutHelmOnly drops what only a Helm release has: its hooks (the
 // uninstall Job and its RBAC), the release's labels (on the objects and

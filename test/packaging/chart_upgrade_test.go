@@ -20,6 +20,7 @@ import (
 
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
 	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 const upgradedCRD = "kubevirtmonitorings.virtop.dev"
@@ -85,7 +86,7 @@ func TestChartUpgradeUpdatesCRDs(t *testing.T) {
 	if got := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Description; got != prev.Spec.Versions[0].Schema.OpenAPIV3Schema.Description {
 		t.Fatalf("after helm install of the previous chart the CRD says %q", got)
 	}
-	if crd.Labels["app.kubernetes.io/managed-by"] != "Helm" || crd.Annotations["meta.helm.sh/release-name"] != "rel" {
+	if crd.Labels[vocab.ManagedByLabel] != "Helm" || crd.Annotations["meta.helm.sh/release-name"] != "rel" {
 		t.Fatalf("the CRD is not the release's: labels %v annotations %v", crd.Labels, crd.Annotations)
 	}
 

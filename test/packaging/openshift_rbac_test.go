@@ -16,13 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/components"
 	"github.com/virtop-dev/virtop/internal/operator"
 	crdwait "github.com/virtop-dev/virtop/internal/testing/crds"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
-	"github.com/virtop-dev/virtop/internal/tools/podless"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -151,12 +150,10 @@ func TestOpenShiftKindsRBAC(t *testing.T) {
 
 	testenv.FakeReadiness(t, c, ns)
 	operatortest.Start(t, impersonating(env.Config, ns), operator.Options{Namespace: ns, LeaderElect: true})
-	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}
-	kv.Spec.ImageTag = "v1.5.3"
-	kv.Spec.Configuration.DeveloperConfiguration = &kvv1.DeveloperConfiguration{FeatureGates: []string{components.VMExportFeatureGate}}
-	if err := podless.Prepare(kv); err != nil {
-		t.Fatal(err)
-	}
+	kv := kvtest.KubeVirt(t, ns, func(kv *kvv1.KubeVirt) {
+		kv.Spec.ImageTag = "v1.5.3"
+		kv.Spec.Configuration.DeveloperConfiguration = &kvv1.DeveloperConfiguration{FeatureGates: []string{vocab.VMExportFeatureGate}}
+	})
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,7 @@
 package dashboard
 
+import "github.com/virtop-dev/virtop/internal/vocab"
+
 // The control-plane dashboard as data: rows of panels, each panel one or
 // more PromQL queries. "<ns>" stands for the install namespace;
 // $__rate_interval is Grafana's rate window. A query is rendered for a
@@ -53,23 +55,23 @@ var ControlPlanePanels = []Panel{
 	// Components.
 	{Row: "Components", Title: "Pods Running", Kind: stat, Width: 6,
 		Description: "Pods of each component in phase Running (kube-state-metrics).",
-		Queries:     []Query{running("virt-api"), running("virt-controller"), running("virt-handler"), running("virt-operator")}},
+		Queries:     []Query{running(vocab.VirtAPI), running(vocab.VirtController), running(vocab.VirtHandler), running(vocab.VirtOperator)}},
 	{Row: "Components", Title: "Scrape targets up", Kind: stat, Width: 6,
 		Description: "KubeVirt scrape targets Prometheus reaches, by container. Fewer than the pods Running means a broken metrics path (run virtop doctor).",
 		Queries:     []Query{{Expr: `sum by (container) (up{job="kubevirt-prometheus-metrics", namespace="<ns>"})`, Legend: "{{container}}"}}},
 	{Row: "Components", Title: "Ready (own gauge)", Kind: stat, Width: 6,
 		Description: "Pods that report themselves ready (each component's *_ready_status gauge; virt-api and virt-handler export theirs from v1.8).",
 		Queries: []Query{
-			readyGauge("virt-api", "kubevirt_virt_api_ready_status"),
-			readyGauge("virt-controller", "kubevirt_virt_controller_ready_status"),
-			readyGauge("virt-handler", "kubevirt_virt_handler_ready_status"),
-			readyGauge("virt-operator", "kubevirt_virt_operator_ready_status"),
+			readyGauge(vocab.VirtAPI, "kubevirt_virt_api_ready_status"),
+			readyGauge(vocab.VirtController, "kubevirt_virt_controller_ready_status"),
+			readyGauge(vocab.VirtHandler, "kubevirt_virt_handler_ready_status"),
+			readyGauge(vocab.VirtOperator, "kubevirt_virt_operator_ready_status"),
 		}},
 	{Row: "Components", Title: "Leaders", Kind: stat, Width: 6,
 		Description: "Replicas that hold the lead; anything but 1 means nothing or two things reconcile.",
 		Queries: []Query{
-			{Expr: `sum(kubevirt_virt_controller_leading_status{namespace="<ns>"})`, Legend: "virt-controller"},
-			{Expr: `sum(kubevirt_virt_operator_leading_status{namespace="<ns>"})`, Legend: "virt-operator"},
+			{Expr: `sum(kubevirt_virt_controller_leading_status{namespace="<ns>"})`, Legend: vocab.VirtController},
+			{Expr: `sum(kubevirt_virt_operator_leading_status{namespace="<ns>"})`, Legend: vocab.VirtOperator},
 		}},
 
 	// Requests to the API server.

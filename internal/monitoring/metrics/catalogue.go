@@ -17,6 +17,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Type is the Prometheus type of a metric.
@@ -29,22 +31,14 @@ const (
 	Histogram Type = "histogram"
 )
 
-// KubeVirt components that expose metrics.
-const (
-	VirtAPI        = "virt-api"
-	VirtController = "virt-controller"
-	VirtHandler    = "virt-handler"
-	VirtOperator   = "virt-operator"
-)
-
 // ComponentPods maps each component to the prefix of its pods' names
 // (Deployment or DaemonSet name and a dash): what a rule's pod matcher
 // selects it by.
 var ComponentPods = map[string]string{
-	VirtAPI:        "virt-api-",
-	VirtController: "virt-controller-",
-	VirtHandler:    "virt-handler-",
-	VirtOperator:   "virt-operator-",
+	vocab.VirtAPI:        "virt-api-",
+	vocab.VirtController: "virt-controller-",
+	vocab.VirtHandler:    "virt-handler-",
+	vocab.VirtOperator:   "virt-operator-",
 }
 
 var (

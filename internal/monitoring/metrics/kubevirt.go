@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/virtop-dev/virtop/internal/release"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // KubeVirt's metrics per release are data: internal/release's
@@ -39,6 +40,10 @@ type releaseFile struct {
 	Add     []Metric `json:"add,omitempty"`
 	Change  []Metric `json:"change,omitempty"`
 	Remove  []string `json:"remove,omitempty"`
+	// Count is how many metric families the release's
+	// docs/observability/metrics.md lists: the data must resolve to as
+	// many, so a delta that drops or forgets one fails the load.
+	Count int `json:"count"`
 }
 
 var (
@@ -114,6 +119,9 @@ func loadReleases() (map[string][]Metric, error) {
 		if err := checkMetrics(name, ms); err != nil {
 			return nil, err
 		}
+		if len(ms) != f.Count {
+			return nil, fmt.Errorf("metrics: release %s resolves to %d metrics, but its file says upstream lists count: %d", name, len(ms), f.Count)
+		}
 		out[name] = ms
 		return ms, nil
 	}
@@ -165,7 +173,7 @@ func applyDelta(base []Metric, f releaseFile) ([]Metric, error) {
 	return out, nil
 }
 
-var knownComponents = map[string]bool{VirtAPI: true, VirtController: true, VirtHandler: true, VirtOperator: true}
+var knownComponents = map[string]bool{vocab.VirtAPI: true, vocab.VirtController: true, vocab.VirtHandler: true, vocab.VirtOperator: true}
 
 func checkMetrics(release string, ms []Metric) error {
 	seen := map[string]bool{}
@@ -205,7 +213,7 @@ func withOperator(ms []Metric) []Metric {
 	for _, m := range ms {
 		var comps []string
 		for _, c := range m.Components {
-			if c != VirtOperator {
+			if c != vocab.VirtOperator {
 				comps = append(comps, c)
 			}
 		}
@@ -219,10 +227,10 @@ func withOperator(ms []Metric) []Metric {
 	}
 	for _, om := range operatorMetrics {
 		if i, ok := idx[om.Name]; ok {
-			out[i].Components = append(out[i].Components, VirtOperator)
+			out[i].Components = append(out[i].Components, vocab.VirtOperator)
 			continue
 		}
-		om.Components = []string{VirtOperator}
+		om.Components = []string{vocab.VirtOperator}
 		om.Labels = append([]string(nil), om.Labels...)
 		out = append(out, om)
 	}

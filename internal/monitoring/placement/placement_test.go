@@ -12,19 +12,20 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// The labels virtop's objects always carry (components/monitoring.go plus
+// The labels virtop's objects always carry (strategy/monitoring.go plus
 // the strategy's common labels).
 var objs = Objects{
 	ServiceMonitorLabels: map[string]string{
 		"openshift.io/cluster-monitoring": "", "prometheus.kubevirt.io": "true", "k8s-app": "kubevirt",
-		"app.kubernetes.io/managed-by": "virtop",
+		vocab.ManagedByLabel: vocab.ManagedByValue,
 	},
 	RuleLabels: map[string]string{
-		"prometheus.kubevirt.io": "true", "k8s-app": "kubevirt", "app.kubernetes.io/managed-by": "virtop",
+		"prometheus.kubevirt.io": "true", "k8s-app": "kubevirt", vocab.ManagedByLabel: vocab.ManagedByValue,
 	},
 }
 
@@ -311,6 +312,18 @@ func TestResolve(t *testing.T) {
 			want: want{reason: ReasonApplied, selected: true, smNS: "kubevirt", ruleNS: "kubevirt",
 				subjects: []rbacv1.Subject{sa("mon", "p")}, prometheus: "mon/p"},
 		},
+		{
+			name: "ignoreNamespaceSelectors, the user's ServiceMonitor namespace elsewhere: not selected, and why",
+			in: Input{InstallNamespace: "kubevirt", PrometheusNamespaces: trustAll, ServiceMonitorAPI: true, PrometheusRuleAPI: true,
+				Settings:   config.Monitoring{ServiceMonitorNamespace: "mon"},
+				Namespaces: ns("kubevirt", "mon"),
+				Prometheuses: []PrometheusInfo{{Namespace: "mon", Name: "p", CreationTimestamp: t0, ServiceAccountName: "p",
+					ServiceMonitorSelector: everything(), ServiceMonitorNamespaceSelector: everything(),
+					RuleSelector: everything(), RuleNamespaceSelector: everything(), IgnoreNamespaceSelectors: true}}},
+			want: want{reason: ReasonNotSelected, smNS: "mon", ruleNS: "kubevirt",
+				subjects: []rbacv1.Subject{sa("mon", "p")}, prometheus: "mon/p",
+				message: []string{"No Prometheus selects the ServiceMonitor: Prometheus mon/p ignores namespace selectors (ignoreNamespaceSelectors), so a ServiceMonitor in mon finds no targets in kubevirt; set spec.serviceMonitorNamespace to kubevirt"}},
+		},
 		// Not selected.
 		{
 			name: "serviceMonitorSelector unset selects nothing",
@@ -337,7 +350,7 @@ func TestResolve(t *testing.T) {
 				Namespaces: ns("kubevirt", "mon"),
 				Prometheuses: []PrometheusInfo{{Namespace: "mon", Name: "p", CreationTimestamp: t0, ServiceAccountName: "p",
 					ServiceMonitorSelector: everything(), ServiceMonitorNamespaceSelector: everything(),
-					RuleSelector: expr("app.kubernetes.io/managed-by", metav1.LabelSelectorOpDoesNotExist), RuleNamespaceSelector: everything()}}},
+					RuleSelector: expr(vocab.ManagedByLabel, metav1.LabelSelectorOpDoesNotExist), RuleNamespaceSelector: everything()}}},
 			want: want{reason: ReasonNotSelected, smNS: "mon", ruleNS: "kubevirt", subjects: []rbacv1.Subject{sa("mon", "p")}, prometheus: "mon/p",
 				message: []string{"No Prometheus selects the PrometheusRule", "no label app.kubernetes.io/managed-by"}},
 		},

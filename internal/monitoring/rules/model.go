@@ -63,9 +63,9 @@ func (h HealthImpact) valid() bool {
 // otherwise. Values are PromQL literals (a number, a duration such as 5m),
 // so they are kept as text and spliced into the expression.
 type Parameter struct {
-	Name        string
-	Default     string
-	Description string
+	Name        string `json:"name"`
+	Default     string `json:"default"`
+	Description string `json:"description"`
 }
 
 // Params are an alert's parameters resolved to their values: the declared

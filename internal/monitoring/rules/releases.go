@@ -7,27 +7,18 @@ import (
 	"github.com/virtop-dev/virtop/internal/release"
 )
 
-// ruleSet is one release's rule set: either built whole (v1.5.3, the oldest
-// release upstream still documents as supported by the catalog's upgrade
-// chain) or the rule set of the release's base (internal/release's
-// release.yaml, base:) with a delta applied, so that each release reads as
-// what it changed. Deltas refuse to name what the base lacks (or to add
-// what it has), so a release cannot silently drift from the facts it was
-// written from.
-type ruleSet struct {
-	build func() RuleSet
-	delta func(*editor)
-}
+// A release's rule set is either built whole (v1.5.3, the oldest release
+// upstream still documents as supported by the catalog's upgrade chain) or
+// the rule set of the release's base (internal/release's release.yaml,
+// base:) with the delta of the release's rules.yaml applied, so that each
+// release reads as what it changed. Deltas refuse to name what the base
+// lacks (or to add what it has), so a release cannot silently drift from
+// the facts it was written from. A release without a rules.yaml uses its
+// base's set.
 
-// ruleSets are keyed by name: the version of the release that introduced
-// the set (release.Release.RuleSet).
-var ruleSets = map[string]ruleSet{
-	"v1.5.3": {build: buildV153},
-	"v1.5.0": {delta: deltaV150},
-	"v1.6.6": {delta: deltaV166},
-	"v1.7.4": {delta: deltaV174},
-	"v1.8.4": {delta: deltaV184},
-	"v1.9.0": {delta: deltaV190},
+// builtWhole are the rule sets written as code, keyed by name.
+var builtWhole = map[string]func() RuleSet{
+	"v1.5.3": buildV153,
 }
 
 // buildV153 assembles upstream v1.5.3's recording rules and alerts, with
@@ -69,30 +60,32 @@ func (e *UnknownRuleSetError) Error() string {
 // KubeVirt version). A constructor, not a value: every lookup gets fresh
 // slices and maps, so a caller that tunes a set cannot change another's.
 func Lookup(name string) (RuleSet, error) {
-	r, ok := ruleSets[name]
-	if !ok {
-		return RuleSet{}, &UnknownRuleSetError{Name: name, Have: Names()}
-	}
-	var s RuleSet
 	base := Base(name)
-	switch {
-	case r.build != nil && base != "":
-		return RuleSet{}, fmt.Errorf("rule set %s is built whole, but its release has base %s", name, base)
-	case r.build != nil:
-		s = r.build()
-	case base == "":
-		return RuleSet{}, fmt.Errorf("rule set %s is a delta, but its release names no base", name)
-	default:
+	var s RuleSet
+	if build, ok := builtWhole[name]; ok {
+		if base != "" {
+			return RuleSet{}, fmt.Errorf("rule set %s is built whole, but its release has base %s", name, base)
+		}
+		s = build()
+	} else {
+		r, ok := release.Lookup(name)
+		if !ok || !r.HasRules {
+			return RuleSet{}, &UnknownRuleSetError{Name: name, Have: Names()}
+		}
+		if base == "" {
+			return RuleSet{}, fmt.Errorf("rule set %s is a delta, but its release names no base", name)
+		}
 		b, err := Lookup(base)
 		if err != nil {
 			return RuleSet{}, fmt.Errorf("rule set %s: base: %w", name, err)
 		}
-		e := &editor{set: b}
-		r.delta(e)
-		if e.err != nil {
-			return RuleSet{}, fmt.Errorf("rule set %s (delta on %s): %w", name, base, e.err)
+		data, file, err := r.RulesData()
+		if err != nil {
+			return RuleSet{}, fmt.Errorf("rule set %s: %w", name, err)
 		}
-		s = e.set
+		if s, err = applyDelta(b, file, data); err != nil {
+			return RuleSet{}, fmt.Errorf("rule set %s (delta on %s): %w", name, base, err)
+		}
 	}
 	s.Name = name
 	return s, nil
@@ -115,9 +108,14 @@ func Base(name string) string {
 // Names lists the known rule sets, oldest release first (v1.10.0 after
 // v1.9.0).
 func Names() []string {
-	out := make([]string, 0, len(ruleSets))
-	for n := range ruleSets {
+	out := make([]string, 0, len(builtWhole))
+	for n := range builtWhole {
 		out = append(out, n)
+	}
+	for _, v := range release.Versions() {
+		if r, _ := release.Lookup(v); r.HasRules {
+			out = append(out, v)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return release.Less(out[i], out[j]) })
 	return out

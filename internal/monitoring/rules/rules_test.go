@@ -3,7 +3,9 @@ package rules
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -216,15 +218,22 @@ func TestVersionDifferences(t *testing.T) {
 // 26/24, v1.7.4 28/25, v1.8.4 and v1.9.0 38/57, v1.5.0 27/21) plus
 // virtop's three alerts.
 func TestCounts(t *testing.T) {
-	want := map[string][2]int{
-		"v1.5.0": {30, 21}, "v1.5.3": {26, 21}, "v1.6.6": {29, 24},
-		"v1.7.4": {31, 25}, "v1.8.4": {41, 57}, "v1.9.0": {41, 57},
-	}
+	// The sets built whole; each rules.yaml states its set's counts and
+	// the load checks them.
+	want := map[string][2]int{"v1.5.3": {26, 21}}
 	for _, set := range Names() {
 		spec := render(t, set, "kubevirt")
 		got := [2]int{len(group(t, spec, AlertsGroup).Rules), len(group(t, spec, RecordingRulesGroup).Rules)}
-		if got != want[set] {
-			t.Errorf("%s: %d alerts and %d recording rules, want %d and %d", set, got[0], got[1], want[set][0], want[set][1])
+		w, ok := want[set]
+		if !ok {
+			s, err := Lookup(set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w = [2]int{len(s.Alerts), len(s.RecordingRules)}
+		}
+		if got != w {
+			t.Errorf("%s: %d alerts and %d recording rules rendered, want %d and %d", set, got[0], got[1], w[0], w[1])
 		}
 	}
 }
@@ -246,50 +255,98 @@ func TestEveryReleaseHasItsRuleSet(t *testing.T) {
 			t.Errorf("rule set %s belongs to no release", n)
 		}
 	}
-	// A whole set on a release with a base, and a delta on a root, are
-	// refused.
-	kept := ruleSets["v1.5.0"]
-	defer func() { ruleSets["v1.5.0"] = kept }()
-	ruleSets["v1.5.0"] = ruleSets["v1.5.3"]
-	if _, err := Lookup("v1.5.0"); err == nil {
+	// A whole set on a release with a base is refused; a root without a
+	// whole set (and without a rules.yaml) is unknown.
+	builtWhole["v1.5.0"] = buildV153
+	_, err := Lookup("v1.5.0")
+	delete(builtWhole, "v1.5.0")
+	if err == nil {
 		t.Error("whole set on a release with a base: accepted")
 	}
-	ruleSets["v1.5.0"] = kept
-	keptRoot := ruleSets["v1.5.3"]
-	defer func() { ruleSets["v1.5.3"] = keptRoot }()
-	ruleSets["v1.5.3"] = kept
-	if _, err := Lookup("v1.5.3"); err == nil {
-		t.Error("delta on a root: accepted")
+	keptRoot := builtWhole["v1.5.3"]
+	delete(builtWhole, "v1.5.3")
+	_, err = Lookup("v1.5.3")
+	builtWhole["v1.5.3"] = keptRoot
+	if !errors.As(err, new(*UnknownRuleSetError)) {
+		t.Errorf("root without a whole set: %v, want an unknown rule set", err)
 	}
 }
 
-// TestDeltaErrors: a delta that names what its base lacks, or adds what
-// it has, makes Lookup fail.
+// TestDeltaErrors: a rules.yaml that names what its base lacks, adds what
+// it has, names an unknown operation or field, or has an expression
+// template that does not parse or asks for an undeclared parameter, fails
+// to load with an error naming the file and what is wrong.
 func TestDeltaErrors(t *testing.T) {
 	base, _ := Lookup("v1.5.3")
 	good := base.Alerts[0]
-	cases := map[string]func(*editor){
-		"remove missing alert":  func(e *editor) { e.removeAlerts("NoSuchAlert") },
-		"edit missing alert":    func(e *editor) { e.editAlert("NoSuchAlert", func(*Alert) {}) },
-		"add present alert":     func(e *editor) { e.addAlerts(good) },
-		"set missing record":    func(e *editor) { e.setRecord("no_such_record", nil, constRecord("vector(1)")) },
-		"remove missing record": func(e *editor) { e.removeRecords("no_such_record") },
-		"add present record":    func(e *editor) { e.addRecords(base.RecordingRules[0]) },
-		"read missing record":   func(e *editor) { e.record("no_such_record", nil) },
+	rec := base.RecordingRules[0]
+	const file = "testdata-v9.9.9/rules.yaml"
+	newAlert := func(expr, params string) string {
+		return "ops:\n- op: addAlerts\n  alerts:\n  - {name: NewAlert, expr: '" + expr + "', severity: warning, healthImpact: none, summary: s" + params + "}\n"
 	}
-	// v1.5.0's release has base v1.5.3: its delta is swapped for each case.
-	kept := ruleSets["v1.5.0"]
-	defer func() { ruleSets["v1.5.0"] = kept }()
-	for name, delta := range cases {
-		ruleSets["v1.5.0"] = ruleSet{delta: delta}
-		if _, err := Lookup("v1.5.0"); err == nil {
+	cases := map[string]struct{ yaml, want string }{
+		"remove missing alert":  {"ops: [{op: removeAlerts, names: [NoSuchAlert]}]", "removes alert NoSuchAlert, which the base lacks"},
+		"edit missing alert":    {"ops: [{op: editAlert, alert: NoSuchAlert, set: {for: 5m}}]", "edits alert NoSuchAlert, which the base has 0 times"},
+		"add present alert":     {fmt.Sprintf("ops: [{op: addAlerts, alerts: [{name: %s, expr: vector(1), severity: %s, healthImpact: none, summary: s}]}]", good.Name, good.Severity), "adds alert " + good.Name},
+		"set missing record":    {"ops: [{op: setRecord, record: no_such_record, expr: vector(1)}]", "changes record no_such_record"},
+		"remove missing record": {"ops: [{op: removeRecords, names: [no_such_record]}]", "removes record no_such_record, which the base lacks"},
+		"add present record":    {fmt.Sprintf("ops: [{op: addRecords, records: [{record: %s, labels: %s, help: h, type: gauge, expr: vector(1)}]}]", rec.Record, flowMap(rec.Labels)), "adds record " + rec.Record},
+		"rename missing record": {"ops: [{op: renameRecord, record: no_such_record, to: new_record, help: h}]", "reads record no_such_record"},
+		"unknown op":            {"ops: [{op: dropAlerts, names: [" + good.Name + "]}]", `unknown op "dropAlerts"`},
+		"missing field":         {"ops: [{op: removeAlerts}]", "removeAlerts): needs names"},
+		"foreign field":         {"ops: [{op: removeAlerts, names: [" + good.Name + "], expr: vector(1)}]", "does not take expr"},
+		"unknown key":           {"ops: [{op: removeAlerts, alertNames: [" + good.Name + "]}]", `unknown field "alertNames"`},
+		"unknown parameter":     {newAlert(`x > {{ .Param "nope" }}`, ", parameters: [{name: limit, default: '1', description: d}]"), `alert NewAlert: expr: template: NewAlert:1:7: executing "NewAlert" at <.Param>: error calling Param: unknown parameter "nope"`},
+		"bad template":          {newAlert(`x > {{ .Param "limit" `, ", parameters: [{name: limit, default: '1', description: d}]"), "alert NewAlert: expr: template: NewAlert:1: unclosed action"},
+		"unknown template data": {newAlert(`up{namespace="{{ .Namespce }}"}`, ""), "alert NewAlert: expr: template: NewAlert:1:17: executing \"NewAlert\" at <.Namespce>: can't evaluate field Namespce"},
+		"parameter in a record": {fmt.Sprintf("ops: [{op: setRecord, record: %s, expr: '{{ .Param \"limit\" }}'}]", rec.Record), "record " + rec.Record + `: expr: template: ` + rec.Record},
+		"unknown severity":      {"ops: [{op: editAlert, alert: " + good.Name + ", set: {severity: page}}]", `unknown severity "page"`},
+	}
+	for name, c := range cases {
+		_, err := applyDelta(base, file, []byte(c.yaml))
+		switch {
+		case err == nil:
 			t.Errorf("%s: accepted", name)
+		case !strings.HasPrefix(err.Error(), file+": "):
+			t.Errorf("%s: error does not start with the file: %v", name, err)
+		case !strings.Contains(err.Error(), c.want):
+			t.Errorf("%s: error %q\n does not say %q", name, err, c.want)
 		}
 	}
-	ruleSets["v1.5.0"] = ruleSet{delta: func(e *editor) { e.removeAlerts(good.Name); e.addAlerts(good) }}
-	if _, err := Lookup("v1.5.0"); err != nil {
-		t.Errorf("remove then add: %v", err)
+	ops := newAlert(`x{namespace="{{ .Namespace }}"} > {{ .Param "limit" }}`, ", parameters: [{name: limit, default: '3', description: d}]") +
+		fmt.Sprintf("- {op: removeAlerts, names: [%s]}\n", good.Name)
+	counts := func(alerts int) string {
+		return fmt.Sprintf("counts: {alerts: %d, recordingRules: %d}\n", alerts, len(base.RecordingRules))
 	}
+	for name, c := range map[string]struct{ yaml, want string }{
+		"no counts":    {ops, "no counts"},
+		"wrong counts": {counts(len(base.Alerts)+1) + ops, fmt.Sprintf("the ops make %d alerts and %d recording rules, but counts says %d and %d", len(base.Alerts), len(base.RecordingRules), len(base.Alerts)+1, len(base.RecordingRules))},
+	} {
+		if _, err := applyDelta(base, file, []byte(c.yaml)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one saying %q", name, err, c.want)
+		}
+	}
+	ok := counts(len(base.Alerts)) + ops
+	set, err := applyDelta(base, file, []byte(ok))
+	if err != nil {
+		t.Fatalf("remove, then add with a parameter: %v", err)
+	}
+	a, _ := set.Alert("NewAlert")
+	if got, want := a.Expr("ns1", a.Defaults()), `x{namespace="ns1"} > 3`; got != want {
+		t.Errorf("NewAlert renders %q, want %q", got, want)
+	}
+	if _, has := set.Alert(good.Name); has {
+		t.Errorf("%s not removed", good.Name)
+	}
+}
+
+func flowMap(m map[string]string) string {
+	parts := []string{}
+	for _, kv := range sortedPairs(m) {
+		k, v, _ := strings.Cut(kv, "=")
+		parts = append(parts, k+": '"+v+"'")
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
 }
 
 // TestOneNameTwoSeverities: an alert may have a rule per severity
@@ -347,8 +404,16 @@ func TestUnknownRuleSet(t *testing.T) {
 	if !errors.As(err, &u) || u.Name != "v0.1.0" {
 		t.Fatalf("err = %v, want UnknownRuleSetError for v0.1.0", err)
 	}
-	if want := []string{"v1.5.0", "v1.5.3", "v1.6.6", "v1.7.4", "v1.8.4", "v1.9.0"}; !reflect.DeepEqual(Names(), want) {
-		t.Errorf("Names() = %v, want %v", Names(), want)
+	// Names lists the sets oldest first: the one built whole and every
+	// release's own (TestEveryReleaseHasItsRuleSet checks they match).
+	names := Names()
+	if !slices.Contains(names, "v1.5.3") || !slices.IsSortedFunc(names, func(a, b string) int {
+		if release.Less(a, b) {
+			return -1
+		}
+		return 1
+	}) {
+		t.Errorf("Names() = %v, want the sets oldest first, v1.5.3 among them", names)
 	}
 }
 

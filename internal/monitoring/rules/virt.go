@@ -1,6 +1,10 @@
 package rules
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/virtop-dev/virtop/internal/vocab"
+)
 
 // Recording rules and alerts about the control-plane components (virt-api,
 // virt-controller, virt-handler, virt-operator), as KubeVirt v1.5 defines
@@ -30,10 +34,10 @@ func virtRecordingRules() []RecordingRule {
 		}
 	}
 	return []RecordingRule{
-		up("kubevirt_virt_api_up", "virt-api", "The number of virt-api pods that are up.", false),
-		up("kubevirt_virt_controller_up", "virt-controller", "The number of virt-controller pods that are up.", true),
-		up("kubevirt_virt_operator_up", "virt-operator", "The number of virt-operator pods that are up.", false),
-		up("kubevirt_virt_handler_up", "virt-handler", "The number of virt-handler pods that are up.", true),
+		up("kubevirt_virt_api_up", vocab.VirtAPI, "The number of virt-api pods that are up.", false),
+		up("kubevirt_virt_controller_up", vocab.VirtController, "The number of virt-controller pods that are up.", true),
+		up("kubevirt_virt_operator_up", vocab.VirtOperator, "The number of virt-operator pods that are up.", false),
+		up("kubevirt_virt_handler_up", vocab.VirtHandler, "The number of virt-handler pods that are up.", true),
 		{
 			Record: "kubevirt_virt_controller_ready",
 			Help:   "The number of virt-controller pods that are ready.",
@@ -95,7 +99,7 @@ func virtAPIAlerts() []Alert {
 			Summary:      "More than one virt-api should be running if more than one worker nodes exist.",
 			Description:  "Fewer than two virt-api pods are up while the cluster has more than one node; one more failure makes the KubeVirt API unavailable.",
 		},
-		restErrorsBurst("VirtApiRESTErrorsBurst", "virt-api"),
+		restErrorsBurst("VirtApiRESTErrorsBurst", vocab.VirtAPI),
 		{
 			Name:         "KubeVirtDeprecatedAPIRequested",
 			Expr:         constExpr("sum by (resource,group,version) ((round(increase(kubevirt_api_request_deprecated_total{verb!~\"LIST|WATCH\"}[10m])) > 0 and kubevirt_api_request_deprecated_total{verb!~\"LIST|WATCH\"} offset 10m) or (kubevirt_api_request_deprecated_total{verb!~\"LIST|WATCH\"} != 0 unless kubevirt_api_request_deprecated_total{verb!~\"LIST|WATCH\"} offset 10m))"),
@@ -147,7 +151,7 @@ func virtControllerAlerts() []Alert {
 			Summary:      "More than one virt-controller should be ready if more than one worker node.",
 			Description:  "Fewer than two virt-controller pods are ready while the cluster has more than one node; a failure of the leader leaves no standby.",
 		},
-		restErrorsBurst("VirtControllerRESTErrorsBurst", "virt-controller"),
+		restErrorsBurst("VirtControllerRESTErrorsBurst", vocab.VirtController),
 	}
 }
 
@@ -164,7 +168,7 @@ func virtHandlerAlerts() []Alert {
 			Summary:      "Some virt-handlers failed to roll out",
 			Description:  "The virt-handler DaemonSet has had fewer ready pods than desired for 15 minutes; VMs cannot start on, or migrate to, the nodes without one.",
 		},
-		restErrorsBurst("VirtHandlerRESTErrorsBurst", "virt-handler"),
+		restErrorsBurst("VirtHandlerRESTErrorsBurst", vocab.VirtHandler),
 	}
 }
 
@@ -188,7 +192,7 @@ func virtOperatorAlerts() []Alert {
 			Summary:      "More than one virt-operator should be running if more than one worker nodes exist.",
 			Description:  "Fewer than two virt-operator pods are up while the cluster has more than one node; there is no standby to take the lead.",
 		},
-		restErrorsBurst("VirtOperatorRESTErrorsBurst", "virt-operator"),
+		restErrorsBurst("VirtOperatorRESTErrorsBurst", vocab.VirtOperator),
 		{
 			Name:         "LowReadyVirtOperatorsCount",
 			Expr:         constExpr("kubevirt_virt_operator_ready <  kubevirt_virt_operator_up"),
@@ -242,27 +246,6 @@ func restErrorsBurst(name, component string) Alert {
 		Parameters: []Parameter{
 			{Name: "ratio", Default: "0.8", Description: "share of failed requests (0-1) at or above which the alert fires"},
 			{Name: "window", Default: "5m", Description: "range over which the request rates are taken"},
-		},
-	}
-}
-
-// restErrorsHigh (v1.5.0 only; upstream removed it in v1.5.2 because it
-// fired during upgrades and was not actionable): 5% of the component's
-// API-server requests failed over an hour. Kept as upstream has it, so a
-// v1.5.0 install alerts as upstream's does; tuning can disable it.
-func restErrorsHigh(name, component string) Alert {
-	return Alert{
-		Name: name,
-		Expr: func(ns string, p Params) string {
-			return errorRatio(ns, component, "(4|5)[0-9][0-9]", p.Get("window")) + " >= " + p.Get("ratio")
-		},
-		Severity:     SeverityWarning,
-		HealthImpact: HealthImpactWarning,
-		Summary:      fmt.Sprintf("More than 5%% of the rest calls failed in %s for the last hour", component),
-		Description:  fmt.Sprintf("At least 5%% of the requests from %s to the Kubernetes API server failed over the last hour; normal around upgrades and restarts.", component),
-		Parameters: []Parameter{
-			{Name: "ratio", Default: "0.05", Description: "share of failed requests (0-1) at or above which the alert fires"},
-			{Name: "window", Default: "60m", Description: "range over which the request rates are taken"},
 		},
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/virtop-dev/virtop/internal/monitoring/metrics"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // virtopAlerts are virtop's own alerts, the same in every rule set: whether
@@ -97,8 +98,8 @@ func controlPlaneAlerts() []Alert {
 	return []Alert{{
 		Name: "KubeVirtControlPlaneDown",
 		Expr: func(ns string, _ Params) string {
-			return notReady(ns, "virt-controller", "no ready virt-controller") + " or " +
-				notReady(ns, "virt-api", "no ready virt-api") + " or " +
+			return notReady(ns, vocab.VirtController, "no ready virt-controller") + " or " +
+				notReady(ns, vocab.VirtAPI, "no ready virt-api") + " or " +
 				fmt.Sprintf("label_replace(absent(up{job='%s', namespace='%s'}), 'reason', 'KubeVirt scrape target absent', '', '')", metrics.KubeVirtJob, ns)
 		},
 		For:          "10m",

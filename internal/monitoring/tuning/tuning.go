@@ -156,7 +156,7 @@ var (
 		vocab.PrometheusLabel: true, vocab.K8sAppLabel: true, vocab.ClusterMonitoringLabel: true,
 		vocab.AppLabel: true,
 	}
-	reservedPrefixes = []string{"virtop.dev/", "kubevirt.io/"}
+	reservedPrefixes = []string{vocab.VirtopKeyPrefix, vocab.KubeVirtKeyPrefix}
 )
 
 func reservedKey(k string, exact map[string]bool) bool {

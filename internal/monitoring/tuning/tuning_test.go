@@ -174,11 +174,11 @@ func TestRenderInvalid(t *testing.T) {
 			"spec.serviceMonitor.interval", "Prometheus duration"},
 		{"zero interval", "", v1alpha1.KubeVirtMonitoringSpec{ServiceMonitor: &v1alpha1.ServiceMonitorTuning{Interval: "0s"}},
 			"spec.serviceMonitor.interval", "longer than 0"},
-		{"reserved ServiceMonitor label", "", v1alpha1.KubeVirtMonitoringSpec{ServiceMonitor: &v1alpha1.ServiceMonitorTuning{Labels: map[string]string{"app.kubernetes.io/managed-by": "me"}}},
+		{"reserved ServiceMonitor label", "", v1alpha1.KubeVirtMonitoringSpec{ServiceMonitor: &v1alpha1.ServiceMonitorTuning{Labels: map[string]string{vocab.ManagedByLabel: "me"}}},
 			"spec.serviceMonitor.labels[app.kubernetes.io/managed-by]", "set by virtop"},
 		{"bad PrometheusRule label", "", v1alpha1.KubeVirtMonitoringSpec{PrometheusRule: &v1alpha1.PrometheusRuleTuning{Labels: map[string]string{"a b": "x"}}},
 			"spec.prometheusRule.labels", "a b"},
-		{"reserved PrometheusRule annotation", "", v1alpha1.KubeVirtMonitoringSpec{PrometheusRule: &v1alpha1.PrometheusRuleTuning{Annotations: map[string]string{"virtop.dev/stage": "x"}}},
+		{"reserved PrometheusRule annotation", "", v1alpha1.KubeVirtMonitoringSpec{PrometheusRule: &v1alpha1.PrometheusRuleTuning{Annotations: map[string]string{vocab.StageAnnotation: "x"}}},
 			"spec.prometheusRule.annotations[virtop.dev/stage]", "owned by virtop"},
 		{"expression does not parse", "", group(v1alpha1.Rule{Record: "x:y", Expr: "sum(rate(kubevirt_vmi_phase_count[5m])"}),
 			"spec.additionalGroups[mine].rules[0].expr", "does not parse"},
@@ -309,7 +309,7 @@ func TestApply(t *testing.T) {
 	if pr.Labels["release"] != "kps" || pr.Labels["prometheus.kubevirt.io"] != "true" {
 		t.Errorf("PrometheusRule labels %v", pr.Labels)
 	}
-	if sm.Labels["release"] != "kps" || sm.Annotations["note"] != "x" || sm.Annotations["virtop.dev/stage"] == "" {
+	if sm.Labels["release"] != "kps" || sm.Annotations["note"] != "x" || sm.Annotations[vocab.StageAnnotation] == "" {
 		t.Errorf("ServiceMonitor metadata %v %v", sm.Labels, sm.Annotations)
 	}
 	for _, e := range sm.Spec.Endpoints {

@@ -45,6 +45,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // Defaults chosen for a loaded 2-core machine.
@@ -311,7 +312,7 @@ func (e *Env) Namespace(t testing.TB) string {
 	defer cancel()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		GenerateName: namespacePrefix(t.Name()),
-		Labels:       map[string]string{"virtop.dev/test": "true"},
+		Labels:       map[string]string{vocab.VirtopKeyPrefix + "test": "true"},
 	}}
 	if err := e.Client.Create(ctx, ns); err != nil {
 		t.Fatalf("testenv: creating a namespace for %s: %v", t.Name(), err)

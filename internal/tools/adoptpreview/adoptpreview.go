@@ -90,6 +90,11 @@ type Report struct {
 	Rolls []Roll `json:"rolls"`
 	// Steady are the workloads whose pod template would stay as it is.
 	Steady []Object `json:"steady"`
+	// Kept are the workloads whose pod template would stay as upstream
+	// wrote it although virtop renders it otherwise: nothing rolls at the
+	// adoption; the changes listed roll with the next change of the
+	// deployment (an upgrade, another image, placement or feature gate).
+	Kept []Roll `json:"kept"`
 }
 
 // Target is the deployment virtop would install.
@@ -137,7 +142,7 @@ type Roll struct {
 // operator would not take the installation over; the report is filled as
 // far as it goes either way.
 func Run(ctx context.Context, c client.Client, cs kubernetes.Interface, o Options) (Report, error) {
-	rep := Report{Namespace: o.Namespace, TakeOver: []Object{}, Create: []Object{}, Left: []Left{}, Rolls: []Roll{}, Steady: []Object{}}
+	rep := Report{Namespace: o.Namespace, TakeOver: []Object{}, Create: []Object{}, Left: []Left{}, Rolls: []Roll{}, Steady: []Object{}, Kept: []Roll{}}
 	var list kvv1.KubeVirtList
 	if err := c.List(ctx, &list, client.InNamespace(o.Namespace)); err != nil {
 		return rep, fmt.Errorf("list KubeVirt resources in %s: %w", o.Namespace, err)
@@ -215,6 +220,10 @@ func notUpstream(kv *kvv1.KubeVirt, pv controller.AdoptionPreview) string {
 // and compares each workload's planned pod template with the live one.
 func compare(ctx context.Context, c client.Reader, p *plan.Plan, ns string, rep *Report) error {
 	planned := map[strategy.Key]bool{}
+	rendered := map[strategy.Key]client.Object{}
+	for _, kt := range p.KeptTemplates {
+		rendered[kt.Key] = kt.Rendered
+	}
 	for _, o := range p.Objects {
 		k := strategy.KeyOf(o)
 		planned[k] = true
@@ -230,6 +239,14 @@ func compare(ctx context.Context, c client.Reader, p *plan.Plan, ns string, rep 
 		}
 		rep.TakeOver = append(rep.TakeOver, objectOf(k))
 		if k.Kind != "Deployment" && k.Kind != "DaemonSet" {
+			continue
+		}
+		if r, ok := rendered[k]; ok {
+			changes, err := templateChanges(r, live)
+			if err != nil {
+				return err
+			}
+			rep.Kept = append(rep.Kept, Roll{Object: objectOf(k), Changes: changes})
 			continue
 		}
 		changes, err := templateChanges(o, live)
@@ -280,6 +297,7 @@ func compare(ctx context.Context, c client.Reader, p *plan.Plan, ns string, rep 
 	sortObjects(rep.Steady)
 	sort.Slice(rep.Left, func(i, j int) bool { return less(rep.Left[i].Object, rep.Left[j].Object) })
 	sort.Slice(rep.Rolls, func(i, j int) bool { return less(rep.Rolls[i].Object, rep.Rolls[j].Object) })
+	sort.Slice(rep.Kept, func(i, j int) bool { return less(rep.Kept[i].Object, rep.Kept[j].Object) })
 	return nil
 }
 

@@ -115,7 +115,7 @@ func upstreamInstall(t *testing.T, c client.Client, ns, version string) []client
 		out = append(out, o)
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kubevirt-install-strategy-x7k2p",
-		Labels:      map[string]string{vocab.ManagedByLabel: vocab.UpstreamManagedByValue, "kubevirt.io/install-strategy": ""},
+		Labels:      map[string]string{vocab.ManagedByLabel: vocab.UpstreamManagedByValue, vocab.InstallStrategyLabel: ""},
 		Annotations: map[string]string{vocab.InstallStrategyVersionAnnotation: version, vocab.InstallStrategyIdentifierAnnotation: upstreamID}}}
 	op := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: vocab.VirtOperator,
 		Labels: map[string]string{vocab.AppLabel: vocab.VirtOperator}}}
@@ -269,14 +269,16 @@ func TestAdoptDryRun(t *testing.T) {
 		if rep.Upstream == nil || rep.Upstream.DeploymentID != upstreamID || rep.Target == nil || rep.Target.Version != version {
 			t.Errorf("upstream %+v target %+v", rep.Upstream, rep.Target)
 		}
-		// Every workload is either steady or rolls, and a roll names its
-		// fields; the identifier annotation is upstream's deployment ID in
-		// every pod template, virtop's in its plan, so every workload rolls
-		// for it at least.
-		if got := len(rep.Rolls) + len(rep.Steady); got != 3 {
-			t.Errorf("%d workloads compared, want 3 (rolls %v, steady %v)", got, rep.Rolls, rep.Steady)
+		// At the release upstream runs nothing rolls: every workload keeps
+		// the pod template upstream wrote, and the preview names the
+		// fields virtop's render differs in (they roll with the next
+		// change of the deployment); the identifier annotation is
+		// upstream's deployment ID in every pod template, virtop's in its
+		// render, so each names that at least.
+		if len(rep.Rolls) != 0 || len(rep.Kept) != 3 {
+			t.Errorf("rolls %v, kept %v, steady %v; want no roll and 3 kept", rep.Rolls, rep.Kept, rep.Steady)
 		}
-		for _, r := range rep.Rolls {
+		for _, r := range rep.Kept {
 			var id bool
 			for _, ch := range r.Changes {
 				if ch.Path == "spec.template.metadata.annotations[kubevirt.io/install-strategy-identifier]" && strings.Contains(ch.Live, upstreamID) {
@@ -287,11 +289,11 @@ func TestAdoptDryRun(t *testing.T) {
 				}
 			}
 			if !id {
-				t.Errorf("%s rolls without the identifier annotation among its changes: %v", r.Name, r.Changes)
+				t.Errorf("%s is kept without the identifier annotation among its differences: %v", r.Name, r.Changes)
 			}
 		}
 		b, err := json.Marshal(rep)
-		if err != nil || !strings.Contains(string(b), `"rolls":[`) || !strings.Contains(string(b), `"left":[`) {
+		if err != nil || !strings.Contains(string(b), `"rolls":[]`) || !strings.Contains(string(b), `"kept":[`) || !strings.Contains(string(b), `"left":[`) {
 			t.Errorf("JSON %s %v", b, err)
 		}
 	}
@@ -346,7 +348,8 @@ func TestAdoptDryRun(t *testing.T) {
 	}
 
 	// What the operator really does: its first apply of each workload
-	// changes exactly the pod-template fields the preview named.
+	// changes exactly the pod-template fields the preview named as rolling
+	// (none).
 	type workload struct {
 		obj    *unstructured.Unstructured
 		before interface{}

@@ -50,7 +50,7 @@ func (r Report) Text() string {
 			fmt.Fprintf(&b, "    %s\n", line)
 		}
 	}
-	total := len(r.Rolls) + len(r.Steady)
+	total := len(r.Rolls) + len(r.Steady) + len(r.Kept)
 	fmt.Fprintf(&b, "Workloads that would roll: %d of %d\n", len(r.Rolls), total)
 	for _, roll := range r.Rolls {
 		fmt.Fprintf(&b, "  %s: %d fields of its pod template change\n", roll.Object, len(roll.Changes))
@@ -64,6 +64,15 @@ func (r Report) Text() string {
 			names = append(names, o.String())
 		}
 		fmt.Fprintf(&b, "Would not roll: %s\n", strings.Join(names, ", "))
+	}
+	if len(r.Kept) > 0 {
+		fmt.Fprintf(&b, "Pod templates kept as upstream wrote them (nothing rolls now; these fields change, and the workload rolls, with the next change of the deployment):\n")
+		for _, k := range r.Kept {
+			fmt.Fprintf(&b, "  %s: %d fields\n", k.Object, len(k.Changes))
+			for _, c := range k.Changes {
+				fmt.Fprintf(&b, "    %s\n", c)
+			}
+		}
 	}
 	return b.String()
 }

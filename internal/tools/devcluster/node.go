@@ -18,6 +18,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/tools/proc"
 	"github.com/virtop-dev/virtop/internal/tools/realnode"
 	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // The real node: kubelet, kube-proxy and containerd in the cluster's network
@@ -68,12 +69,12 @@ func NodeImages(release string) ([]string, error) {
 		missing = append(missing, pause)
 	}
 	var imgs []string
-	for _, comp := range []string{"virt-api", "virt-controller", "virt-exportproxy", "virt-synchronization-controller"} {
+	for _, comp := range []string{vocab.VirtAPI, vocab.VirtController, vocab.VirtExportProxy, vocab.VirtSynchronizationController} {
 		p := filepath.Join(dir, comp+".tar")
 		switch {
 		case fileExists(p):
 			imgs = append(imgs, p)
-		case comp == "virt-synchronization-controller" && release < "v1.6":
+		case comp == vocab.VirtSynchronizationController && release < "v1.6":
 			// Before v1.6 KubeVirt has no synchronization controller.
 		default:
 			missing = append(missing, p)

@@ -16,6 +16,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/virtop-dev/virtop/internal/tools/realnode"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // The operator as users run it: the release manifest (make
@@ -23,9 +24,6 @@ import (
 // image: dist/virtop-image.tar, the OCI layout whose index digest the
 // manifest pins) imported into the real node's containerd, so the
 // Deployment virt-operator runs unchanged but for its placement.
-
-// OperatorDeployment is the operator's Deployment in the release manifest.
-const OperatorDeployment = "virt-operator"
 
 // PodOperator names the release manifest and the image of an operator run
 // as a pod on the real node.
@@ -62,7 +60,7 @@ func readObjects(path string) ([]*unstructured.Unstructured, error) {
 // manifestImage is the image the manifest's operator Deployment runs.
 func manifestImage(path string, objs []*unstructured.Unstructured) (string, error) {
 	for _, obj := range objs {
-		if obj.GetKind() != "Deployment" || obj.GetName() != OperatorDeployment {
+		if obj.GetKind() != "Deployment" || obj.GetName() != vocab.VirtOperator {
 			continue
 		}
 		containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
@@ -71,9 +69,9 @@ func manifestImage(path string, objs []*unstructured.Unstructured) (string, erro
 				return img, nil
 			}
 		}
-		return "", fmt.Errorf("%s: Deployment %s has no container image", path, OperatorDeployment)
+		return "", fmt.Errorf("%s: Deployment %s has no container image", path, vocab.VirtOperator)
 	}
-	return "", fmt.Errorf("%s holds no Deployment %s", path, OperatorDeployment)
+	return "", fmt.Errorf("%s holds no Deployment %s", path, vocab.VirtOperator)
 }
 
 // startOperatorPod imports the operator's image into the real node,
@@ -136,7 +134,7 @@ func (c *Cluster) runOperatorPod(ctx context.Context, out io.Writer, cl *Clients
 	// container), set before it is applied so that no pod of it ever lands
 	// on a fake node.
 	for _, obj := range objs {
-		if obj.GetKind() == "Deployment" && obj.GetName() == OperatorDeployment {
+		if obj.GetKind() == "Deployment" && obj.GetName() == vocab.VirtOperator {
 			sel, _, _ := unstructured.NestedStringMap(obj.Object, "spec", "template", "spec", "nodeSelector")
 			if sel == nil {
 				sel = map[string]string{}
@@ -157,10 +155,10 @@ func (c *Cluster) runOperatorPod(ctx context.Context, out io.Writer, cl *Clients
 			return fmt.Errorf("%s: %w", manifest, err)
 		}
 	}
-	fmt.Fprintf(out, "• Applied the release manifest %s (%d objects), the operator's image %s imported into the real node\n  (Deployment %s placed on the real node%s)\n", manifest, len(objs), ref, OperatorDeployment, prefixed(", ", what))
+	fmt.Fprintf(out, "• Applied the release manifest %s (%d objects), the operator's image %s imported into the real node\n  (Deployment %s placed on the real node%s)\n", manifest, len(objs), ref, vocab.VirtOperator, prefixed(", ", what))
 	deploys := cl.Kube.AppsV1().Deployments(InstallNamespace)
 	err = poll(ctx, 3*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
-		d, err := deploys.Get(ctx, OperatorDeployment, metav1.GetOptions{})
+		d, err := deploys.Get(ctx, vocab.VirtOperator, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
@@ -175,9 +173,9 @@ func (c *Cluster) runOperatorPod(ctx context.Context, out io.Writer, cl *Clients
 		return false, nil
 	})
 	if err != nil {
-		return fmt.Errorf("Deployment %s is not Available after 3m: see `kubectl -n %s describe deploy %s` and %s", OperatorDeployment, InstallNamespace, OperatorDeployment, c.RealNode(nil).Log("pods"))
+		return fmt.Errorf("Deployment %s is not Available after 3m: see `kubectl -n %s describe deploy %s` and %s", vocab.VirtOperator, InstallNamespace, vocab.VirtOperator, c.RealNode(nil).Log("pods"))
 	}
-	fmt.Fprintf(out, "• The operator runs as a pod on the real node: Deployment %s Available (%s)\n", OperatorDeployment, since(t0))
+	fmt.Fprintf(out, "• The operator runs as a pod on the real node: Deployment %s Available (%s)\n", vocab.VirtOperator, since(t0))
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/virtop-dev/virtop/internal/tools/crds"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // PrometheusMode says whether and when `up` installs a Prometheus stack.
@@ -44,11 +45,11 @@ const (
 // resource is what virtop discovers.
 func prometheusObjects() []*unstructured.Unstructured {
 	labels := map[string]any{
-		"app":                          "kube-prometheus-stack-prometheus",
-		"release":                      PrometheusRelease,
-		"app.kubernetes.io/instance":   PrometheusRelease,
-		"app.kubernetes.io/part-of":    "kube-prometheus-stack",
-		"app.kubernetes.io/managed-by": "Helm",
+		"app":                  "kube-prometheus-stack-prometheus",
+		"release":              PrometheusRelease,
+		vocab.AppInstanceLabel: PrometheusRelease,
+		vocab.AppPartOfLabel:   "kube-prometheus-stack",
+		vocab.ManagedByLabel:   "Helm",
 	}
 	selector := map[string]any{"matchLabels": map[string]any{"release": PrometheusRelease}}
 	return []*unstructured.Unstructured{

@@ -321,7 +321,7 @@ func (c *Cluster) printSummary(out io.Writer, start time.Time, hasControlPlane, 
 	}
 	fmt.Fprintf(out, "  export KUBECONFIG=%s\n", c.Kubeconfig())
 	if podOperator {
-		fmt.Fprintf(out, "  operator log: kubectl -n %s logs deploy/%s\n", InstallNamespace, OperatorDeployment)
+		fmt.Fprintf(out, "  operator log: kubectl -n %s logs deploy/%s\n", InstallNamespace, vocab.VirtOperator)
 	} else {
 		fmt.Fprintf(out, "  operator log: %s\n", c.OperatorLog())
 	}
@@ -457,7 +457,7 @@ func (c *Cluster) observe(ctx context.Context, cl *Clients, kv *unstructured.Uns
 		s.prometheus = err == nil
 		// Upstream puts the ServiceMonitor in Prometheus's namespace and the
 		// PrometheusRule in the install namespace: count virtop's everywhere.
-		byVirtop := metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=virtop"}
+		byVirtop := metav1.ListOptions{LabelSelector: vocab.ManagedByLabel + "=" + vocab.ManagedByValue}
 		if l, err := cl.Dynamic.Resource(serviceMonitorGVR).List(ctx, byVirtop); err == nil {
 			s.monitors = len(l.Items)
 		}

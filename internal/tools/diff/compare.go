@@ -103,12 +103,12 @@ var VersionStamps = []string{
 	vocab.InstallStrategyVersionAnnotation,
 	vocab.InstallStrategyRegistryAnnotation,
 	vocab.UpstreamGenerationAnnotation,
-	"app.kubernetes.io/version",
+	vocab.AppVersionLabel,
 }
 
 // bookkeepingPrefix starts virtop's own annotations (stage, gates,
 // certificate specs).
-const bookkeepingPrefix = "virtop.dev/"
+const bookkeepingPrefix = vocab.VirtopKeyPrefix
 
 // managerLabel says which operator manages an object: bookkeeping too, and
 // on every object, so a comparison of virtop's strategy with upstream's

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 const ns = "kubevirt"
@@ -33,10 +34,10 @@ func deployment(version, identifier string, replicas int32, env []corev1.EnvVar,
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "virt-api", Namespace: ns,
-			Labels: map[string]string{"kubevirt.io": "virt-api", "app.kubernetes.io/version": version},
+			Labels: map[string]string{"kubevirt.io": "virt-api", vocab.AppVersionLabel: version},
 			Annotations: map[string]string{
-				"kubevirt.io/install-strategy-version":    version,
-				"kubevirt.io/install-strategy-identifier": identifier,
+				vocab.InstallStrategyVersionAnnotation:    version,
+				vocab.InstallStrategyIdentifierAnnotation: identifier,
 			},
 		},
 		Spec: appsv1.DeploymentSpec{
@@ -182,9 +183,9 @@ changed:
 func TestCompareStampsAndBookkeeping(t *testing.T) {
 	mk := func(version, stage string) []client.Object {
 		d := deployment(version, "id-"+version, 2, nil, nil)
-		d.Spec.Template.Annotations = map[string]string{"kubevirt.io/install-strategy-version": version}
-		d.Annotations["virtop.dev/stage"] = stage
-		d.Annotations["kubevirt.io/generation"] = version
+		d.Spec.Template.Annotations = map[string]string{vocab.InstallStrategyVersionAnnotation: version}
+		d.Annotations[vocab.StageAnnotation] = stage
+		d.Annotations[vocab.UpstreamGenerationAnnotation] = version
 		d.Spec.Template.Spec.Containers[0].Image = "img"
 		return []client.Object{d}
 	}
@@ -230,7 +231,7 @@ func TestCompareEqual(t *testing.T) {
 		u := &unstructured.Unstructured{Object: m}
 		if u.GetAnnotations() != nil {
 			ann := u.GetAnnotations()
-			ann["kubevirt.io/install-strategy-identifier"] = "another"
+			ann[vocab.InstallStrategyIdentifierAnnotation] = "another"
 			u.SetAnnotations(ann)
 		}
 		b = append(b, u)
@@ -466,12 +467,12 @@ func gzipBase64(t *testing.T, data []byte) string {
 // releases wrote them, plain.
 func upstreamConfigMap(manifests string, encoded bool) *corev1.ConfigMap {
 	ann := map[string]string{
-		"kubevirt.io/install-strategy-version":    "v1.5.0",
-		"kubevirt.io/install-strategy-registry":   "quay.io/kubevirt",
-		"kubevirt.io/install-strategy-identifier": "e8c9f2b1d0a4e3f56789",
+		vocab.InstallStrategyVersionAnnotation:    "v1.5.0",
+		vocab.InstallStrategyRegistryAnnotation:   "quay.io/kubevirt",
+		vocab.InstallStrategyIdentifierAnnotation: "e8c9f2b1d0a4e3f56789",
 	}
 	if encoded {
-		ann["kubevirt.io/install-strategy-cm-encoding"] = "gzip+base64"
+		ann[vocab.InstallStrategyEncodingAnnotation] = "gzip+base64"
 	}
 	return &corev1.ConfigMap{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
@@ -479,8 +480,8 @@ func upstreamConfigMap(manifests string, encoded bool) *corev1.ConfigMap {
 			Name: "kubevirt-install-strategy-x7k2p", GenerateName: "kubevirt-install-strategy-", Namespace: ns,
 			ResourceVersion: "4711", UID: "2f1e6a0c-8d3b-4b61-9a55-1c2d3e4f5a6b",
 			Labels: map[string]string{
-				"app.kubernetes.io/managed-by": "virt-operator",
-				"kubevirt.io/install-strategy": "",
+				vocab.ManagedByLabel:       vocab.UpstreamManagedByValue,
+				vocab.InstallStrategyLabel: "",
 			},
 			Annotations: ann,
 		},

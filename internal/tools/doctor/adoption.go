@@ -9,6 +9,7 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/adopt"
+	"github.com/virtop-dev/virtop/internal/inventory"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -194,6 +195,9 @@ func checkAdoptionProgress(f *Facts) Check {
 	case !o.adopted:
 		c.Status = OK
 		c.Evidence = "no adoption recorded (annotation " + vocab.AdoptedFromAnnotation + " absent)."
+	case recordLeft(o):
+		c.Status = OK
+		c.Evidence = fmt.Sprintf("handed back to upstream's %s but for the adoption record (adoption/handback says how to finish).", o.record.Version)
 	case st.ObservedDeploymentID == o.record.DeploymentID && len(o.virtopRuns) == 0 && !f.operatorRuns():
 		c.Group, c.Status = GroupCluster, Warn
 		c.Evidence = fmt.Sprintf("the adoption of upstream's %s began (%s of %d components labelled virtop) but no operator runs: nothing moves on.",
@@ -216,6 +220,16 @@ func checkAdoptionProgress(f *Facts) Check {
 	return c
 }
 
+// recordLeft: a hand back that left only the adoption record (its first
+// run, while upstream's validator had no backend): every component
+// upstream's, upstream's deployment in the status, no inventory of
+// virtop's (an adoption under way has one).
+func recordLeft(o ownership) bool {
+	st := o.kv.Status
+	return o.adopted && st.ObservedDeploymentID == o.record.DeploymentID && len(o.virtop) == 0 && len(o.upstream) > 0 &&
+		!inventory.Recorded(st.Generations)
+}
+
 // checkHandback finds a hand back left half done: virtop's operator
 // stopped, some components relabelled for upstream while the KubeVirt
 // resource still holds virtop's adoption record, or components of both.
@@ -229,6 +243,16 @@ func checkHandback(f *Facts) Check {
 	adoptionDone := o.adopted && st.ObservedDeploymentID != o.record.DeploymentID
 	stopped := len(o.virtopRuns) == 0
 	switch {
+	case stopped && recordLeft(o):
+		c.Status = Fail
+		c.Evidence = fmt.Sprintf("a hand back is done but for virtop's adoption record of %s on the KubeVirt resource: every component carries upstream's label and the status upstream's deployment again, but upstream's virt-operator-validator refused the last update while no operator served it.",
+			o.record.Version)
+		c.cause = c.Evidence
+		c.Hint = "install upstream's operator (its kubevirt-operator.yaml of " + o.record.Version + "), whose pods serve that webhook, then run virtop handback -n " + f.Where.Namespace + " again: it only removes the record"
+		if len(o.upstreamRuns) > 0 {
+			c.Hint = "upstream's operator runs and serves the webhook: virtop handback -n " + f.Where.Namespace + " removes the record"
+		}
+		return c
 	case stopped && adoptionDone && len(o.upstream) > 0:
 		c.Status = Fail
 		c.Evidence = fmt.Sprintf("a hand back is half done: upstream's label is back on %s, virtop's still on %s, and the KubeVirt resource still holds virtop's adoption record of %s.",

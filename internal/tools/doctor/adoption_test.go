@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,24 +24,15 @@ func labelComponents(f *Facts, value string, names ...string) {
 		m.Labels[vocab.ManagedByLabel] = value
 	}
 	for i := range f.Deployments {
-		if d := &f.Deployments[i]; d.Name != vocab.VirtOperator && (len(names) == 0 || contains(names, d.Name)) {
+		if d := &f.Deployments[i]; d.Name != vocab.VirtOperator && (len(names) == 0 || slices.Contains(names, d.Name)) {
 			set(&d.ObjectMeta)
 		}
 	}
 	for i := range f.DaemonSets {
-		if d := &f.DaemonSets[i]; len(names) == 0 || contains(names, d.Name) {
+		if d := &f.DaemonSets[i]; len(names) == 0 || slices.Contains(names, d.Name) {
 			set(&d.ObjectMeta)
 		}
 	}
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // operatorImage makes the fixture's virt-operator Deployment (and its pod)
@@ -261,5 +253,22 @@ func TestHandbackHalfDone(t *testing.T) {
 	operatorImage(f, "ghcr.io/virtop-dev/virtop:v0.9.0", 1)
 	if c = findCheck(t, Run(f), CheckHandback); c.Status != OK {
 		t.Errorf("virtop's operator running: %s %s", c.Status, c.Evidence)
+	}
+
+	// A first run left only the record (upstream's validator had no
+	// backend): every component upstream's, upstream's deployment in the
+	// status, no inventory. Not "an adoption began".
+	f = half()
+	labelComponents(f, vocab.UpstreamManagedByValue)
+	f.KubeVirts[0].Status.ObservedDeploymentID = upstreamRecord.DeploymentID
+	f.KubeVirts[0].Status.Generations = nil
+	r = Run(f)
+	c = findCheck(t, r, CheckHandback)
+	t.Logf("record left: %s: %s\n  hint: %s", c.Status, c.Evidence, c.Hint)
+	if c.Status != Fail || !strings.Contains(c.Evidence, "done but for virtop's adoption record") || !strings.Contains(c.Hint, "install upstream's operator") {
+		t.Errorf("record left: %s %s (hint %s)", c.Status, c.Evidence, c.Hint)
+	}
+	if p := findCheck(t, r, CheckAdoptionProgress); p.Status != OK || !strings.Contains(p.Evidence, "handed back") {
+		t.Errorf("adoption/in-progress with the record left: %s %s", p.Status, p.Evidence)
 	}
 }

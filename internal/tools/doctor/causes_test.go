@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func hasCause(r *Report, check string, parts ...string) bool {
@@ -199,7 +200,7 @@ func upgradingFacts() *Facts {
 		}
 	}
 	annotate := func(m *metav1.ObjectMeta, v, id string) {
-		m.Annotations = map[string]string{"kubevirt.io/install-strategy-version": v, "kubevirt.io/install-strategy-identifier": id}
+		m.Annotations = map[string]string{vocab.InstallStrategyVersionAnnotation: v, vocab.InstallStrategyIdentifierAnnotation: id}
 	}
 	for i := range f.Deployments {
 		d := &f.Deployments[i]
@@ -220,14 +221,14 @@ func upgradingFacts() *Facts {
 		if comp == "virt-handler" {
 			v = "v1.5.0"
 		}
-		f.Pods[i].Labels["app.kubernetes.io/version"] = v
+		f.Pods[i].Labels[vocab.AppVersionLabel] = v
 	}
 	old2 := componentPod("virt-controller", "bbbbb", "node-1", true)
-	old2.Labels["app.kubernetes.io/version"] = "v1.5.3"
+	old2.Labels[vocab.AppVersionLabel] = "v1.5.3"
 	f.Pods = append(f.Pods, old2)
 	f.EndpointSlices = []discoveryv1.EndpointSlice{endpointSlice(f.Pods)}
 	pending := componentPod("virt-controller", "new01", "", false)
-	pending.Labels["app.kubernetes.io/version"] = "v1.5.0"
+	pending.Labels[vocab.AppVersionLabel] = "v1.5.0"
 	pending.CreationTimestamp = metav1.NewTime(testNow.Add(-5 * time.Minute))
 	pending.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."}}}
 	f.Pods = append(f.Pods, pending)
@@ -283,8 +284,8 @@ func TestUpgradeStuck(t *testing.T) {
 	f = upgradingFacts()
 	f.Pods = f.Pods[:len(f.Pods)-1]
 	vc := f.deployment("virt-controller")
-	vc.Annotations["kubevirt.io/install-strategy-identifier"] = "id-1"
-	vc.Annotations["kubevirt.io/install-strategy-version"] = "v1.5.3"
+	vc.Annotations[vocab.InstallStrategyIdentifierAnnotation] = "id-1"
+	vc.Annotations[vocab.InstallStrategyVersionAnnotation] = "v1.5.3"
 	vc.Status = appsv1.DeploymentStatus{Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1}
 	removePods(f, "virt-operator")
 	if c = findCheck(t, Run(f), CheckUpgrade); c.Status != Fail || !strings.Contains(c.Evidence, "stuck at virt-controller") || !strings.Contains(c.Evidence, "no operator runs to update it") {
@@ -318,9 +319,9 @@ func TestUpgradeInProgressAndSkew(t *testing.T) {
 	}
 	// Skew without an upgrade.
 	for i := range f.Pods {
-		f.Pods[i].Labels["app.kubernetes.io/version"] = "v1.5.3"
+		f.Pods[i].Labels[vocab.AppVersionLabel] = "v1.5.3"
 	}
-	f.Pods[0].Labels["app.kubernetes.io/version"] = "v1.5.0"
+	f.Pods[0].Labels[vocab.AppVersionLabel] = "v1.5.0"
 	if c = findCheck(t, Run(f), CheckUpgrade); c.Status != Warn || !strings.Contains(c.Evidence, "yet the components run different versions: virt-handler v1.5.3, virt-controller v1.5.3, virt-api v1.5.0") {
 		t.Errorf("skew: %s %q", c.Status, c.Evidence)
 	}
@@ -341,7 +342,7 @@ func TestGitOpsOwners(t *testing.T) {
 	if r := ownerRefs(map[string]string{argoInstanceLabel: "kubevirt"}, nil); len(r) != 1 || !r[0].anyNamespace || r[0].name != "kubevirt" {
 		t.Errorf("instance label: %+v", r)
 	}
-	if r := ownerRefs(map[string]string{"app.kubernetes.io/instance": "kubevirt"}, nil); len(r) != 0 {
+	if r := ownerRefs(map[string]string{vocab.AppInstanceLabel: "kubevirt"}, nil); len(r) != 0 {
 		t.Errorf("Helm's instance label taken for Argo CD's: %+v", r)
 	}
 

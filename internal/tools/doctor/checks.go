@@ -176,9 +176,15 @@ func (f *Facts) effectivelyReady(p *corev1.Pod) bool {
 
 // readyCount counts the effectively ready pods of a component.
 func (f *Facts) readyCount(name string) int {
+	return f.countReady(name, false)
+}
+
+// countReady counts the component's effectively ready pods, without those
+// on simulated nodes when servingOnly is set.
+func (f *Facts) countReady(name string, servingOnly bool) int {
 	n := 0
 	for _, p := range f.componentPods(name) {
-		if f.effectivelyReady(p) {
+		if f.effectivelyReady(p) && !(servingOnly && f.simulated(p.Spec.NodeName)) {
 			n++
 		}
 	}
@@ -816,6 +822,20 @@ func (f *Facts) withheldAPIService(c Check, names []string, strategyCM, availabl
 // kwokNodeAnnotation marks the nodes kwok simulates.
 const kwokNodeAnnotation = "kwok.x-k8s.io/node"
 
+// simulated reports whether the node is one kwok simulates (annotation
+// kwok.x-k8s.io/node): its pods are reported running, but no container
+// runs, so nothing they would serve answers. False for an unknown node.
+func (f *Facts) simulated(node string) bool {
+	n, ok := f.Nodes[node]
+	return ok && n.Annotations[kwokNodeAnnotation] != ""
+}
+
+// readyServingCount is readyCount without the pods on simulated nodes:
+// the ready pods that really serve.
+func (f *Facts) readyServingCount(name string) int {
+	return f.countReady(name, true)
+}
+
 // simulatedVirtAPINodes: every virt-api pod is bound to a node kwok
 // simulates (annotation kwok.x-k8s.io/node), where nothing runs in pods.
 // It returns those nodes; ok is false when there is no such pod or one runs
@@ -823,11 +843,10 @@ const kwokNodeAnnotation = "kwok.x-k8s.io/node"
 func (f *Facts) simulatedVirtAPINodes() ([]string, bool) {
 	seen := map[string]bool{}
 	for _, p := range f.componentPods(vocab.VirtAPI) {
-		n, known := f.Nodes[p.Spec.NodeName]
-		if !known || n.Annotations[kwokNodeAnnotation] == "" {
+		if !f.simulated(p.Spec.NodeName) {
 			return nil, false
 		}
-		seen[n.Name] = true
+		seen[p.Spec.NodeName] = true
 	}
 	if len(seen) == 0 {
 		return nil, false

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func findCheck(t *testing.T, r *Report, name string) Check {
@@ -106,7 +107,7 @@ func allowMonitoringPolicy() networkingv1.NetworkPolicy {
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{
 				From: []networkingv1.NetworkPolicyPeer{{
 					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": monNS}},
-					PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "prometheus"}},
+					PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{vocab.AppNameLabel: "prometheus"}},
 				}},
 				Ports: []networkingv1.NetworkPolicyPort{{Port: ptr.To(intstr.FromInt32(8443))}},
 			}},

@@ -284,9 +284,9 @@ func (f *Facts) promPodLabels(p *monitoringv1.Prometheus) []map[string]string {
 	}
 	if len(out) == 0 {
 		out = append(out, map[string]string{
-			"app.kubernetes.io/name":       "prometheus",
-			"app.kubernetes.io/instance":   p.Name,
-			"app.kubernetes.io/managed-by": "prometheus-operator",
+			vocab.AppNameLabel:             "prometheus",
+			vocab.AppInstanceLabel:         p.Name,
+			vocab.ManagedByLabel:           "prometheus-operator",
 			"operator.prometheus.io/name":  p.Name,
 			"operator.prometheus.io/shard": "0",
 			"prometheus":                   p.Name,
@@ -325,7 +325,7 @@ func (f *Facts) prometheusCandidates() []promCandidate {
 					continue
 				}
 				rank = 1
-				for _, k := range []string{"operator.prometheus.io/name", "prometheus", "app.kubernetes.io/instance"} {
+				for _, k := range []string{"operator.prometheus.io/name", "prometheus", vocab.AppInstanceLabel} {
 					if sel[k] == p.Name {
 						rank = 0
 					}

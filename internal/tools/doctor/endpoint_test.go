@@ -16,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // guarded serves fakeProm only to requests with the bearer token, and
@@ -141,9 +143,9 @@ func TestPrometheusCandidates(t *testing.T) {
 	f := healthyFacts()
 	web := corev1.ServicePort{Name: "web", Port: 9090}
 	f.PrometheusServices = []corev1.Service{
-		service(monNS, "prometheus-operated", map[string]string{"app.kubernetes.io/name": "prometheus"}, web),
-		service(monNS, "prometheus-k8s", map[string]string{"app.kubernetes.io/name": "prometheus", "prometheus": "k8s"}, corev1.ServicePort{Name: "reloader-web", Port: 8080}, web),
-		service(monNS, "alertmanager-main", map[string]string{"app.kubernetes.io/name": "alertmanager"}, corev1.ServicePort{Name: "web", Port: 9093}),
+		service(monNS, "prometheus-operated", map[string]string{vocab.AppNameLabel: "prometheus"}, web),
+		service(monNS, "prometheus-k8s", map[string]string{vocab.AppNameLabel: "prometheus", "prometheus": "k8s"}, corev1.ServicePort{Name: "reloader-web", Port: 8080}, web),
+		service(monNS, "alertmanager-main", map[string]string{vocab.AppNameLabel: "alertmanager"}, corev1.ServicePort{Name: "web", Port: 9093}),
 		service("elsewhere", "prometheus-operated", nil, web),
 	}
 	got := f.prometheusCandidates()

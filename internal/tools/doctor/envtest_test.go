@@ -33,6 +33,7 @@ import (
 	crdwait "github.com/virtop-dev/virtop/internal/testing/crds"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func TestMain(m *testing.M) {
@@ -431,7 +432,7 @@ func TestEnvUpstreamStrategyWithoutMonitoring(t *testing.T) {
 	must(t, err)
 	cm.Name = ""
 	cm.GenerateName = "kubevirt-install-strategy-"
-	delete(cm.Labels, "app.kubernetes.io/managed-by")
+	delete(cm.Labels, vocab.ManagedByLabel)
 	must(t, s.env.Client.Create(ctx, cm))
 
 	r := s.run(t, nil)
@@ -532,7 +533,7 @@ func TestEnvAPIServices(t *testing.T) {
 		t.Cleanup(func() { _ = s.env.Client.Delete(context.Background(), as) })
 		return as
 	}
-	ours := mk("v1alpha3", map[string]string{"app.kubernetes.io/managed-by": "virtop"}, "elsewhere-"+s.ns)
+	ours := mk("v1alpha3", map[string]string{vocab.ManagedByLabel: vocab.ManagedByValue}, "elsewhere-"+s.ns)
 	mk("v1beta1", nil, "elsewhere-"+s.ns)
 	var r *Report
 	poll.Eventually(t, "the aggregator to mark "+ours.Name+" unavailable", 60*time.Second, func() (bool, string) {

@@ -195,7 +195,7 @@ func (g *Gatherer) Gather(ctx context.Context) (*Facts, error) {
 			}
 			seen[p.Namespace] = true
 			var pods corev1.PodList
-			err := c.List(ctx, &pods, client.InNamespace(p.Namespace), client.MatchingLabels{"app.kubernetes.io/name": "prometheus"})
+			err := c.List(ctx, &pods, client.InNamespace(p.Namespace), client.MatchingLabels{vocab.AppNameLabel: "prometheus"})
 			if err != nil {
 				f.Reads[ReadPrometheusPods] = classify(err)
 				continue

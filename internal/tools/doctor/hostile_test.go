@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // hostile is a string a tenant or a Prometheus can put in front of
@@ -83,7 +84,7 @@ func TestAutoPrefersTrustedNamespaces(t *testing.T) {
 	f.Prometheuses = append([]monitoringv1.Prometheus{tenant}, f.Prometheuses...)
 	f.PrometheusServices = []corev1.Service{
 		service("tenant", "prometheus-evil", map[string]string{"prometheus": "evil"}, web),
-		service(monNS, "prometheus-operated", map[string]string{"app.kubernetes.io/name": "prometheus"}, web),
+		service(monNS, "prometheus-operated", map[string]string{vocab.AppNameLabel: "prometheus"}, web),
 	}
 	got := f.prometheusCandidates()
 	if len(got) != 2 {

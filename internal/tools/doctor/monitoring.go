@@ -662,11 +662,11 @@ func (f *Facts) prometheusPeers() []namedPeer {
 			out = append(out, namedPeer{name: "Prometheus " + promName(p), peer: peer{
 				Namespace: p.Namespace, NamespaceLabels: nsl, NamespaceKnown: known,
 				PodLabels: map[string]string{
-					"app.kubernetes.io/name":       "prometheus",
-					"app.kubernetes.io/instance":   p.Name,
-					"app.kubernetes.io/managed-by": "prometheus-operator",
-					"operator.prometheus.io/name":  p.Name,
-					"prometheus":                   p.Name,
+					vocab.AppNameLabel:            "prometheus",
+					vocab.AppInstanceLabel:        p.Name,
+					vocab.ManagedByLabel:          "prometheus-operator",
+					"operator.prometheus.io/name": p.Name,
+					"prometheus":                  p.Name,
 				},
 			}})
 		}
@@ -676,7 +676,7 @@ func (f *Facts) prometheusPeers() []namedPeer {
 
 func isPodOf(pod *corev1.Pod, prometheus string) bool {
 	return pod.Labels["prometheus"] == prometheus || pod.Labels["operator.prometheus.io/name"] == prometheus ||
-		pod.Labels["app.kubernetes.io/instance"] == prometheus
+		pod.Labels[vocab.AppInstanceLabel] == prometheus
 }
 
 // kubevirtRules are the PrometheusRules of KubeVirt: upstream's name, or

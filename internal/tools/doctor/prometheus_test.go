@@ -111,6 +111,27 @@ func healthyProm() *fakeProm {
 	}
 }
 
+// withoutHandler is a healthy Prometheus that has neither a target nor a
+// series of virt-handler.
+func withoutHandler() *fakeProm {
+	p := healthyProm()
+	delete(p.up, "virt-handler-aaaaa")
+	delete(p.pods, "virt-handler-aaaaa")
+	return p
+}
+
+// handlerOnSimulatedNode moves virt-handler's pod to a node kwok simulates.
+func handlerOnSimulatedNode(f *Facts) {
+	n := readyNode("kwok-1")
+	n.Annotations = map[string]string{kwokNodeAnnotation: "fake"}
+	f.Nodes[n.Name] = n
+	for i := range f.Pods {
+		if f.Pods[i].Name == "virt-handler-aaaaa" {
+			f.Pods[i].Spec.NodeName = n.Name
+		}
+	}
+}
+
 func TestPrometheusAPI(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -120,6 +141,8 @@ func TestPrometheusAPI(t *testing.T) {
 		checkName  string
 		checkState Status
 		evidence   []string
+		// facts changes the healthy facts, when set.
+		facts func(*Facts)
 	}{
 		{name: "healthy", prom: healthyProm, want: Healthy, checkName: CheckPromTarget, checkState: OK, evidence: []string{"4 KubeVirt targets, all up"}},
 		{
@@ -164,6 +187,30 @@ func TestPrometheusAPI(t *testing.T) {
 			checkName: CheckPromTarget, checkState: Warn, evidence: []string{"ready pods without a target: virt-handler-aaaaa"},
 		},
 		{
+			// The local cluster's fake nodes: virt-handler is ready there,
+			// but no container serves its metrics.
+			name: "virt-handler only on a simulated node, no target", want: Healthy,
+			prom: withoutHandler, facts: handlerOnSimulatedNode,
+			checkName: CheckPromTarget, checkState: OK,
+			evidence: []string{"3 KubeVirt targets, all up, covering every ready pod that serves.", "Not expected as targets: 1 ready pods on simulated (kwok) nodes, where no container serves metrics (virt-handler-aaaaa on kwok-1)."},
+		},
+		{
+			name: "virt-handler only on a simulated node, no series", want: Healthy,
+			prom: withoutHandler, facts: handlerOnSimulatedNode,
+			checkName: CheckPromMetrics, checkState: OK,
+			evidence: []string{"No series expected from virt-handler: its ready pods are all on simulated (kwok) nodes"},
+		},
+		{
+			name: "virt-handler on a real node, no target", want: Degraded,
+			prom:      withoutHandler,
+			checkName: CheckPromTarget, checkState: Warn, evidence: []string{"ready pods without a target: virt-handler-aaaaa"},
+		},
+		{
+			name: "virt-handler on a real node, no series", want: Degraded,
+			prom:      withoutHandler,
+			checkName: CheckPromMetrics, checkState: Warn, evidence: []string{"missing: virt-handler (ready pods, no series)"},
+		},
+		{
 			name: "rules not loaded", want: MonitoringArtefact, reason: LinkRules,
 			prom: func() *fakeProm {
 				p := healthyProm()
@@ -197,6 +244,9 @@ func TestPrometheusAPI(t *testing.T) {
 			srv := httptest.NewServer(fp)
 			defer srv.Close()
 			f := healthyFacts()
+			if tc.facts != nil {
+				tc.facts(f)
+			}
 			f.Where.PrometheusURL = srv.URL
 			f.Prometheus = GatherPrometheus(context.Background(), Endpoint{URL: srv.URL}, testNS, 10*time.Second)
 			if f.Prometheus.Err != nil {

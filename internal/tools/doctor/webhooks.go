@@ -349,7 +349,7 @@ func pickEndpoint(f *Facts, slices []discoveryv1.EndpointSlice, portName string)
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].pod < cands[j].pod })
 	for _, c := range cands {
-		if n, ok := f.Nodes[c.node]; ok && n.Annotations[kwokNodeAnnotation] != "" {
+		if f.simulated(c.node) {
 			pick.simulated = append(pick.simulated, c.pod+" on "+c.node)
 			continue
 		}

@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // loopbackDialer plays the port-forward: each pod's port is a TLS server
@@ -116,7 +118,7 @@ func (s *staged) validating(t *testing.T, name string, managed bool, hooks ...ad
 	t.Helper()
 	labels := map[string]string{}
 	if managed {
-		labels["app.kubernetes.io/managed-by"] = "virtop"
+		labels[vocab.ManagedByLabel] = "virtop"
 	}
 	o := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name + "-" + s.ns, Labels: labels}, Webhooks: hooks}
 	must(t, s.env.Client.Create(context.Background(), o))
@@ -168,7 +170,7 @@ func TestEnvWebhookTLS(t *testing.T) {
 		s.vhook("pool-validator", "virt-api", wrong, ignore),
 	)
 	mw := &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "virt-api-mutator-" + s.ns, Labels: map[string]string{"app.kubernetes.io/managed-by": "virtop"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "virt-api-mutator-" + s.ns, Labels: map[string]string{vocab.ManagedByLabel: vocab.ManagedByValue}},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{
 			s.mhook("vm-mutator", "virt-api", good, fail),
 			s.mhook("export-mutator", "virt-exportproxy", good, fail),

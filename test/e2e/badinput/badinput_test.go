@@ -166,7 +166,7 @@ func (b *bench) runStored(t *testing.T, bc badCase) {
 		t.Logf("answered: %s", b.kv(t).Status.Condition(kvv1.KubeVirtConditionStalled).Message)
 	case ignored:
 		settled(t, b.c, "Available, the input ignored", func(kv *kvv1.KubeVirt) (bool, string) {
-			ok, why := framework.AvailableAt(installVersion)(kv)
+			ok, why := framework.RolledOutAt(installVersion)(kv)
 			st := kv.Status.Condition(kvv1.KubeVirtConditionStalled)
 			return ok && st.Status == corev1.ConditionFalse, fmt.Sprintf("%s; Stalled %s: %s", why, st.Status, st.Message)
 		})
@@ -391,7 +391,7 @@ func (b *bench) runOperatorNamespace(t *testing.T, bc badCase, before map[string
 	moved.Stop(10 * time.Second)
 	b.op.Start()
 	settled(t, b.c, "Available again under the right operator", func(kv *kvv1.KubeVirt) (bool, string) {
-		ok, why := framework.AvailableAt(installVersion)(kv)
+		ok, why := framework.RolledOutAt(installVersion)(kv)
 		sy := kv.Status.Condition(kvv1.KubeVirtConditionSynchronized)
 		return ok && sy.Status == corev1.ConditionTrue, fmt.Sprintf("%s; Synchronized %s: %s", why, sy.Status, sy.Message)
 	})
@@ -419,7 +419,7 @@ func (b *bench) restore(t *testing.T) {
 		return err == nil, err
 	})
 	settled(t, b.c, "Available after the restore", func(kv *kvv1.KubeVirt) (bool, string) {
-		ok, why := framework.AvailableAt(installVersion)(kv)
+		ok, why := framework.RolledOutAt(installVersion)(kv)
 		st := kv.Status.Condition(kvv1.KubeVirtConditionStalled)
 		return ok && st.Status == corev1.ConditionFalse, fmt.Sprintf("%s; Stalled %s: %s", why, st.Status, st.Message)
 	})

@@ -171,10 +171,10 @@ func TestDataSafety(t *testing.T) {
 
 	t.Log("edit: uninstallStrategy RemoveWorkloads without a delete, then back")
 	b.patchKV(t, specPatch(map[string]any{"uninstallStrategy": "RemoveWorkloads"}))
-	settled(t, b.c, "Available with RemoveWorkloads", framework.AvailableAt(installVersion))
+	settled(t, b.c, "Available with RemoveWorkloads", framework.RolledOutAt(installVersion))
 	u.intact(t, b.c, "uninstallStrategy RemoveWorkloads set (the resource not deleted)")
 	b.patchKV(t, specPatch(map[string]any{"uninstallStrategy": nil}))
-	settled(t, b.c, "Available with the default uninstall strategy", framework.AvailableAt(installVersion))
+	settled(t, b.c, "Available with the default uninstall strategy", framework.RolledOutAt(installVersion))
 
 	t.Log("upgrade to v1.5.3 with the operator killed twice during the rollout")
 	b.patchKV(t, specPatch(map[string]any{"imageTag": "v1.5.3"}))
@@ -184,7 +184,7 @@ func TestDataSafety(t *testing.T) {
 		b.op.Start()
 		u.intact(t, b.c, fmt.Sprintf("an operator kill %s into the upgrade", after))
 	}
-	settled(t, b.c, "Available at v1.5.3", framework.AvailableAt("v1.5.3"))
+	settled(t, b.c, "Available at v1.5.3", framework.RolledOutAt("v1.5.3"))
 	u.intact(t, b.c, "the upgrade to v1.5.3")
 
 	t.Log("downgrade to v1.5.0 across a 15 s API server outage")
@@ -193,7 +193,7 @@ func TestDataSafety(t *testing.T) {
 	env.StopAPIServer(t)
 	time.Sleep(15 * time.Second)
 	env.StartAPIServer(t)
-	settled(t, b.c, "Available at "+installVersion+" again", framework.AvailableAt(installVersion))
+	settled(t, b.c, "Available at "+installVersion+" again", framework.RolledOutAt(installVersion))
 	u.intact(t, b.c, "the downgrade to v1.5.0 across an API server outage")
 	if exited, codes := b.op.EverExited(); exited {
 		t.Errorf("the operator exited on its own during the API server outage: %v", codes)

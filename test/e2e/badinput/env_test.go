@@ -59,12 +59,12 @@ func ensureInstalled(t *testing.T, c client.Client) *kvv1.KubeVirt {
 		if err := c.Create(ctx, kv); err != nil {
 			t.Fatal(err)
 		}
-		framework.WaitKubeVirt(t, c, "Available at "+installVersion, 3*time.Minute, framework.AvailableAt(installVersion))
+		framework.WaitKubeVirt(t, c, "Available at "+installVersion, 3*time.Minute, framework.RolledOutAt(installVersion))
 		t.Logf("MEASURE KubeVirt created -> Available: %s", time.Since(start).Round(100*time.Millisecond))
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	settled(t, c, "Available and settled", framework.AvailableAt(installVersion))
+	settled(t, c, "Available and settled", framework.RolledOutAt(installVersion))
 	if err := c.Get(ctx, framework.KubeVirtKey, kv); err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/internal/vocab"
@@ -213,7 +214,7 @@ func installTimed(t *testing.T, c client.Client, metricsAddr framework.Metrics, 
 	if err := c.Create(context.Background(), kv); err != nil {
 		t.Fatal(err)
 	}
-	framework.WaitKubeVirt(t, c, fmt.Sprintf("Available with %d nodes", nodes), 15*time.Minute, framework.Available)
+	framework.WaitKubeVirt(t, c, fmt.Sprintf("Available with %d nodes", nodes), 15*time.Minute, kvtest.RolledOut)
 	took := time.Since(created)
 	verbs, _, writes := framework.MustScrape(t, metricsAddr).Delta(before)
 	total := 0.0
@@ -431,7 +432,7 @@ func memory(t *testing.T, env *framework.Env, c client.Client, op *framework.Pro
 
 	op.Stop(10 * time.Second)
 	op = env.Operator(t, opArgs...).Start()
-	framework.WaitKubeVirt(t, c, "Available after the restart", 5*time.Minute, framework.Available)
+	framework.WaitKubeVirt(t, c, "Available after the restart", 5*time.Minute, kvtest.RolledOut)
 	time.Sleep(time.Minute)
 	cur, peak = rss(t, op.PID())
 	detail = fmt.Sprintf("%d fake nodes, %d unrelated objects in %d namespaces", nodes, objects, namespaces)

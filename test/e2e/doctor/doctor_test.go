@@ -27,6 +27,7 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/internal/vocab"
@@ -474,7 +475,7 @@ func (s *installed) upstreamStrategy(t *testing.T, kv *kvv1.KubeVirt) *corev1.Co
 		o = o.DeepCopyObject().(client.Object)
 		ann := o.GetAnnotations()
 		for k := range ann {
-			if strings.HasPrefix(k, "virtop.dev/") {
+			if strings.HasPrefix(k, vocab.VirtopKeyPrefix) {
 				delete(ann, k)
 			}
 		}
@@ -493,7 +494,7 @@ func (s *installed) upstreamStrategy(t *testing.T, kv *kvv1.KubeVirt) *corev1.Co
 	}
 	cm.Name = ""
 	cm.GenerateName = "kubevirt-install-strategy-"
-	cm.Labels = map[string]string{vocab.InstallStrategyLabel: "", vocab.ManagedByLabel: "virt-operator"}
+	cm.Labels = map[string]string{vocab.InstallStrategyLabel: "", vocab.ManagedByLabel: vocab.UpstreamManagedByValue}
 	return cm
 }
 
@@ -574,7 +575,7 @@ func (s *installed) stopOperator(t *testing.T) {
 			held := l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != ""
 			return held, fmt.Errorf("holder %v", l.Spec.HolderIdentity)
 		})
-		framework.WaitKubeVirt(t, s.c, "Available after the operator restarted", 5*time.Minute, framework.Available)
+		framework.WaitKubeVirt(t, s.c, "Available after the operator restarted", 5*time.Minute, kvtest.RolledOut)
 		for _, name := range []string{vocab.VirtAPI, vocab.VirtController} {
 			poll.Eventually(t, name+" restored by the operator", 3*time.Minute, func(ctx context.Context) (bool, error) {
 				d := &appsv1.Deployment{}

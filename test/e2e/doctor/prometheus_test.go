@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -37,9 +36,13 @@ func (s *installed) rulesFile(t *testing.T) []byte {
 	if err := s.c.Get(context.Background(), framework.KubeVirtKey, kv); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(s.env.VirtopBin, "rules", "--version", kv.Status.ObservedKubeVirtVersion, "-o", "json").Output()
+	const bound = time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	cmd := framework.Command(ctx, s.env.VirtopBin, "rules", "--version", kv.Status.ObservedKubeVirtVersion, "-o", "json")
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("virtop rules --version %s: %v", kv.Status.ObservedKubeVirtVersion, err)
+		t.Fatal(framework.CommandError(ctx, cmd, bound, err))
 	}
 	var pr struct {
 		Spec json.RawMessage `json:"spec"`

@@ -416,17 +416,25 @@ func netns(t *testing.T) string {
 	}
 	id := randomToken(t)[:6]
 	name, host, peer := "virtop-doctor-"+id, "vdoc"+id+"h", "vdoc"+id+"p"
+	const bound = 30 * time.Second
+	ip := func(args ...string) ([]byte, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), bound)
+		defer cancel()
+		cmd := framework.Command(ctx, "ip", args...)
+		out, err := cmd.CombinedOutput()
+		return out, framework.CommandError(ctx, cmd, bound, err)
+	}
 	run := func(args ...string) {
 		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		if out, err := ip(args...); err != nil {
+			t.Fatalf("%v: %s", err, out)
 		}
 	}
 	run("netns", "add", name)
 	t.Cleanup(func() {
-		_ = exec.Command("ip", "link", "del", host).Run()
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", name, err, out)
+		_, _ = ip("link", "del", host)
+		if out, err := ip("netns", "del", name); err != nil {
+			t.Errorf("%v: %s", err, out)
 		}
 	})
 	run("link", "add", host, "type", "veth", "peer", "name", peer)
@@ -454,7 +462,7 @@ func (s *installed) testPrometheusServiceProxy(t *testing.T) {
 	ctx := context.Background()
 	name := devcluster.PrometheusName
 	podLabels := map[string]string{
-		"app.kubernetes.io/name": "prometheus", "app.kubernetes.io/instance": name, "app.kubernetes.io/managed-by": "prometheus-operator",
+		vocab.AppNameLabel: "prometheus", vocab.AppInstanceLabel: name, vocab.ManagedByLabel: "prometheus-operator",
 		"operator.prometheus.io/name": name, "operator.prometheus.io/shard": "0", "prometheus": name,
 	}
 	var nodes corev1.NodeList
@@ -473,7 +481,7 @@ func (s *installed) testPrometheusServiceProxy(t *testing.T) {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: devcluster.MonitoringNamespace, Labels: map[string]string{"app": name, "release": devcluster.PrometheusRelease, "self-monitor": "true"}},
 		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app.kubernetes.io/name": "prometheus", "operator.prometheus.io/name": name},
+			Selector: map[string]string{vocab.AppNameLabel: "prometheus", "operator.prometheus.io/name": name},
 			Ports:    []corev1.ServicePort{{Name: "http-web", Port: 9090, TargetPort: intstr.FromInt32(9090)}},
 		},
 	}
@@ -577,14 +585,14 @@ func (s *installed) testStuckUpgrade(t *testing.T) {
 		if origInfra != nil {
 			s.patchKubeVirtSpec(t, map[string]any{"infra": origInfra})
 		}
-		framework.WaitKubeVirt(t, s.c, "Available at "+from+" again", 5*time.Minute, framework.AvailableAt(from))
+		framework.WaitKubeVirt(t, s.c, "Available at "+from+" again", 5*time.Minute, framework.RolledOutAt(from))
 		s.waitComponentsReady(t)
 	})
 	// The new version, with an infra placement no node satisfies: the
 	// upgrade updates virt-handler, then stops at virt-controller, whose new
 	// pods cannot be scheduled; the old ones keep serving.
 	s.patchKubeVirtSpec(t, map[string]any{"imageTag": to, "infra": map[string]any{
-		"nodePlacement": map[string]any{"nodeSelector": map[string]any{"virtop.dev/e2e-no-such-node": "true"}}}})
+		"nodePlacement": map[string]any{"nodeSelector": map[string]any{vocab.VirtopKeyPrefix + "e2e-no-such-node": "true"}}}})
 
 	r := s.doctorUntil(t, "Degraded naming the stuck upgrade", verdictIs("Degraded", "install/upgrade", "fail"))
 	stuck := fmt.Sprintf("An upgrade %s → %s (deployment ", from, to)
@@ -754,14 +762,17 @@ func TestDoctorOnDemoCluster(t *testing.T) {
 	env := framework.Require(t)
 	state := t.TempDir()
 	name := framework.UniqueName("demo")
+	// up starts daemons (the cluster's components, the operator, the
+	// Prometheus stack): framework.Command bounds the wait for its output
+	// should one of them hold it.
 	virtop := func(timeout time.Duration, args ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, env.VirtopBin, args...)
+		cmd := framework.Command(ctx, env.VirtopBin, args...)
 		cmd.Dir = env.Repo
 		cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state)
 		out, err := cmd.CombinedOutput()
-		return string(out), err
+		return string(out), framework.CommandError(ctx, cmd, timeout, err)
 	}
 	start := time.Now()
 	out, err := virtop(10*time.Minute, "up", "--name", name, "--nodes", "3", "--prometheus", "late")
@@ -781,7 +792,7 @@ func TestDoctorOnDemoCluster(t *testing.T) {
 
 	var last string
 	poll.Eventually(t, "doctor reads the demo cluster Healthy", 3*time.Minute, func(ctx context.Context) (bool, error) {
-		cmd := exec.CommandContext(ctx, env.VirtopBin, "doctor", "--kubeconfig", kubeconfig, "--context", "kwok-"+name, "-o", "json")
+		cmd := framework.Command(ctx, env.VirtopBin, "doctor", "--kubeconfig", kubeconfig, "--context", "kwok-"+name, "-o", "json")
 		raw, err := cmd.Output()
 		var rp report
 		if jerr := jsonUnmarshal(raw, &rp); jerr != nil {

@@ -45,7 +45,9 @@ func install(t *testing.T) *installed {
 	if !env.OperatorBuilt() {
 		t.Fatal("the virtop binary has no operator command")
 	}
-	ctx := context.Background()
+	const upTimeout = 10 * time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), upTimeout)
+	defer cancel()
 	s := &installed{env: env, c: env.Client(t), ns: devcluster.InstallNamespace}
 	start := time.Now()
 	var out bytes.Buffer
@@ -62,10 +64,10 @@ func install(t *testing.T) *installed {
 	})
 	t.Logf("devcluster.Up (Prometheus before; given no operator binary, it says the operator is not built: the test starts it):\n%s", out.String())
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("devcluster.Up (within %s): %v", upTimeout, err)
 	}
 	s.op = env.Operator(t, append(framework.HostOperatorArgs(t), "--leader-elect")...).Start()
-	framework.WaitKubeVirt(t, s.c, "Available at "+installAt, 5*time.Minute, framework.AvailableAt(installAt))
+	framework.WaitKubeVirt(t, s.c, "Available at "+installAt, 5*time.Minute, framework.RolledOutAt(installAt))
 	framework.WaitKubeVirt(t, s.c, "MonitoringReady", 3*time.Minute, func(kv *kvv1.KubeVirt) (bool, string) {
 		c := kv.Status.Condition("MonitoringReady")
 		return c.Status == corev1.ConditionTrue, fmt.Sprintf("MonitoringReady %s %s: %s", c.Status, c.Reason, c.Message)
@@ -173,13 +175,12 @@ func (s *installed) doctor(ctx context.Context, args ...string) (*run, error) {
 // with args after them (a flag given again wins).
 func (s *installed) exec(ctx context.Context, decode bool, args []string) (*run, error) {
 	argv := append([]string{"doctor", "--kubeconfig", s.env.Cluster.Kubeconfig(), "--namespace", s.ns}, args...)
-	cmd := exec.CommandContext(ctx, s.env.VirtopBin, argv...)
+	// virtop doctor starts no process (it leaves nothing holding its
+	// output), so ctx alone bounds the run; framework.Command also bounds
+	// the wait for its output, as for every command the suite runs.
+	cmd := framework.Command(ctx, s.env.VirtopBin, argv...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	// Once ctx ends and the process is killed, wait at most this long for
-	// its output pipes: without a bound, Run waits for them for ever if
-	// anything still holds them.
-	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
 	r := &run{stdout: stdout.String(), stderr: stderr.String()}
 	var ee *exec.ExitError

@@ -1,13 +1,14 @@
 package framework
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // ArtifactsEnv names a directory where a failing suite's kept directory
@@ -107,10 +108,14 @@ func copyFile(src, dst string) error {
 // test-e2e builds dist/e2e/virtop so). Unset, each suite builds its own.
 const VirtopBinaryEnv = "VIRTOP_E2E_VIRTOP"
 
+// BuildTimeout bounds a `go build` or `make` the suite runs (a cold build
+// on a loaded 2-core machine takes minutes).
+const BuildTimeout = 30 * time.Minute
+
 // BuildVirtop puts a virtop binary at dst: a copy of $VIRTOP_E2E_VIRTOP
-// when set, else one built from repo with `go build`, its output on
-// stdout and stderr. It returns how the binary came ("copied from …" or
-// "built").
+// when set, else one built from repo with `go build` (within
+// BuildTimeout), its output on stdout and stderr. It returns how the
+// binary came ("copied from …" or "built").
 func BuildVirtop(repo, dst string) (string, error) {
 	if src := os.Getenv(VirtopBinaryEnv); src != "" {
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
@@ -121,8 +126,10 @@ func BuildVirtop(repo, dst string) (string, error) {
 		}
 		return "copied from " + src, os.Chmod(dst, 0o755)
 	}
-	build := exec.Command("go", "build", "-o", dst, "./cmd/virtop")
+	ctx, cancel := context.WithTimeout(context.Background(), BuildTimeout)
+	defer cancel()
+	build := Command(ctx, "go", "build", "-o", dst, "./cmd/virtop")
 	build.Dir = repo
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	return "built", build.Run()
+	return "built", CommandError(ctx, build, BuildTimeout, build.Run())
 }

@@ -42,6 +42,7 @@ func (tr Transition) String() string {
 // resourceVersion it saw when the server closes it), so no transition that
 // lasted a write is missed.
 type ConditionRecorder struct {
+	t           testing.TB
 	mu          sync.Mutex
 	last        map[kvv1.KubeVirtConditionType]corev1.ConditionStatus
 	transitions []Transition
@@ -58,7 +59,7 @@ func (e *Env) RecordConditions(t testing.TB) *ConditionRecorder {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &ConditionRecorder{last: map[kvv1.KubeVirtConditionType]corev1.ConditionStatus{}, cancel: cancel, done: make(chan struct{})}
+	r := &ConditionRecorder{t: t, last: map[kvv1.KubeVirtConditionType]corev1.ConditionStatus{}, cancel: cancel, done: make(chan struct{})}
 	started := make(chan struct{})
 	go r.run(ctx, wc, started)
 	select {
@@ -132,10 +133,16 @@ func (r *ConditionRecorder) observe(kv *kvv1.KubeVirt) {
 	}
 }
 
-// Stop ends the watch.
+// Stop ends the watch, waiting up to DefaultTimeout for it to end; past
+// that it fails the test saying so, rather than wait for ever.
 func (r *ConditionRecorder) Stop() {
+	r.t.Helper()
 	r.cancel()
-	<-r.done
+	select {
+	case <-r.done:
+	case <-time.After(DefaultTimeout):
+		r.t.Errorf("the condition recorder's watch of KubeVirt %s did not end within %s of its stop", KubeVirtKey, DefaultTimeout)
+	}
 }
 
 // Transitions returns what was recorded so far, and how many states of the

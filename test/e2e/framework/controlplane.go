@@ -15,7 +15,9 @@ import (
 // API server waits until it no longer answers.
 func (e *Env) StopComponent(t testing.TB, name string) {
 	t.Helper()
-	if err := e.Cluster.StopComponent(e.context(), name, 10*time.Second); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
+	defer cancel()
+	if err := e.Cluster.StopComponent(ctx, name, 10*time.Second); err != nil {
 		t.Fatalf("stopping %s: %v", name, err)
 	}
 	if name == devcluster.ComponentKubeAPIServer {
@@ -123,20 +125,28 @@ func isConnError(err error) bool {
 	return false
 }
 
+// ClusterStepTimeout bounds `kwokctl stop cluster` and `kwokctl start
+// cluster` with its wait for the API server.
+const ClusterStepTimeout = 5 * time.Minute
+
 // StopCluster stops every component (kwokctl stop cluster); StartCluster
 // starts them again and waits for the API server.
 func (e *Env) StopCluster(t testing.TB) {
 	t.Helper()
-	if err := e.Cluster.StopAll(e.context()); err != nil {
-		t.Fatalf("kwokctl stop cluster: %v", err)
+	ctx, cancel := context.WithTimeout(context.Background(), ClusterStepTimeout)
+	defer cancel()
+	if err := e.Cluster.StopAll(ctx); err != nil {
+		t.Fatalf("kwokctl stop cluster (within %s): %v", ClusterStepTimeout, err)
 	}
 }
 
 // StartCluster runs kwokctl start cluster and waits for the API server.
 func (e *Env) StartCluster(t testing.TB) {
 	t.Helper()
-	if err := e.Cluster.StartAll(e.context()); err != nil {
-		t.Fatalf("kwokctl start cluster: %v", err)
+	ctx, cancel := context.WithTimeout(context.Background(), ClusterStepTimeout)
+	defer cancel()
+	if err := e.Cluster.StartAll(ctx); err != nil {
+		t.Fatalf("kwokctl start cluster and the API server ready (within %s): %v", ClusterStepTimeout, err)
 	}
 }
 

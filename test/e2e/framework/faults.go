@@ -1,8 +1,8 @@
 package framework
 
 import (
+	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,9 +27,12 @@ func (e *Env) FaultsBinary(t testing.TB) string {
 	faults.once.Do(func() {
 		start := time.Now()
 		faults.bin = filepath.Join(e.Dir, "bin", "virtop-faults")
-		cmd := exec.Command("go", "build", "-tags", "faults", "-o", faults.bin, "./cmd/virtop")
+		ctx, cancel := context.WithTimeout(context.Background(), BuildTimeout)
+		defer cancel()
+		cmd := Command(ctx, "go", "build", "-tags", "faults", "-o", faults.bin, "./cmd/virtop")
 		cmd.Dir = e.Repo
 		faults.out, faults.err = cmd.CombinedOutput()
+		faults.err = CommandError(ctx, cmd, BuildTimeout, faults.err)
 		t.Logf("MEASURE building virtop with -tags faults: %s", time.Since(start).Round(100*time.Millisecond))
 	})
 	if faults.err != nil {

@@ -27,6 +27,14 @@ import (
 // measured by benchmarks, not asserted.
 const DefaultTimeout = 60 * time.Second
 
+// ClusterCreateTimeout bounds the creation of the suite's cluster (kwokctl,
+// the nodes, the base, the real node and its images); ClusterDeleteTimeout
+// its deletion.
+const (
+	ClusterCreateTimeout = 20 * time.Minute
+	ClusterDeleteTimeout = 5 * time.Minute
+)
+
 // Env is the suite's environment.
 type Env struct {
 	// Repo is the checkout's root.
@@ -183,7 +191,6 @@ func run(m *testing.M, dir, name string) (code int, err error) {
 	if err != nil {
 		return 1, err
 	}
-	ctx := context.Background()
 	defer func() {
 		if code != 0 || err != nil {
 			// Delete removes the components' logs with the cluster: keep a copy.
@@ -199,8 +206,10 @@ func run(m *testing.M, dir, name string) (code int, err error) {
 			}
 		}
 		fmt.Printf("e2e: deleting cluster %s\n", env.Cluster.Name)
+		ctx, cancel := context.WithTimeout(context.Background(), ClusterDeleteTimeout)
+		defer cancel()
 		if _, derr := env.Cluster.Delete(ctx, os.Stdout, 10*time.Second); derr != nil && err == nil {
-			err = fmt.Errorf("deleting the suite's cluster: %w", derr)
+			err = fmt.Errorf("deleting the suite's cluster (within %s): %w", ClusterDeleteTimeout, derr)
 		}
 		if procs, perr := env.Cluster.Processes(); perr == nil && len(procs) > 0 && err == nil {
 			err = fmt.Errorf("processes of the suite's cluster survived its deletion: %v", procs)
@@ -209,9 +218,11 @@ func run(m *testing.M, dir, name string) (code int, err error) {
 	}()
 	// The base `virtop up` installs: the release manifest's CRDs,
 	// namespace and PriorityClass (unless NoBase).
+	ctx, cancel := context.WithTimeout(context.Background(), ClusterCreateTimeout)
+	defer cancel()
 	env.Timings, err = env.Cluster.Ensure(ctx, os.Stdout, devcluster.ClusterOptions{Nodes: env.Nodes, RealNode: env.RealNode, NoBase: options.NoBase})
 	if err != nil {
-		return 1, fmt.Errorf("creating the suite's cluster: %w", err)
+		return 1, fmt.Errorf("creating the suite's cluster (within %s): %w", ClusterCreateTimeout, err)
 	}
 	fmt.Printf("e2e: cluster %s ready: kwokctl create cluster %s, API ready after %s, nodes Ready in %s\n",
 		env.Cluster.Name, env.Timings.KwokctlCreate.Round(100*time.Millisecond),

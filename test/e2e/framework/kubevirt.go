@@ -8,17 +8,15 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
-	"github.com/virtop-dev/virtop/internal/tools/podless"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -45,18 +43,25 @@ func (e *Env) Client(t testing.TB) client.Client {
 }
 
 // KubeVirtKey is the KubeVirt resource the suite installs.
-var KubeVirtKey = client.ObjectKey{Namespace: devcluster.InstallNamespace, Name: "kubevirt"}
+var KubeVirtKey = client.ObjectKey{Namespace: devcluster.InstallNamespace, Name: kvtest.Name}
 
-// NewKubeVirt returns the KubeVirt resource for imageTag, prepared for the
-// local cluster (webhooks Ignore), not yet created.
-func NewKubeVirt(t testing.TB, imageTag string) *kvv1.KubeVirt {
+// GetKubeVirt reads the suite's KubeVirt resource (KubeVirtKey), failing
+// the test if it cannot.
+func GetKubeVirt(t testing.TB, c client.Client) *kvv1.KubeVirt {
 	t.Helper()
-	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: KubeVirtKey.Name, Namespace: KubeVirtKey.Namespace}}
-	kv.Spec.ImageTag = imageTag
-	if err := podless.Prepare(kv); err != nil {
+	kv := &kvv1.KubeVirt{}
+	if err := c.Get(context.Background(), KubeVirtKey, kv); err != nil {
 		t.Fatal(err)
 	}
 	return kv
+}
+
+// NewKubeVirt returns the suite's KubeVirt resource (KubeVirtKey) for
+// imageTag, prepared for the local cluster (kvtest.KubeVirt), not yet
+// created.
+func NewKubeVirt(t testing.TB, imageTag string) *kvv1.KubeVirt {
+	t.Helper()
+	return kvtest.KubeVirt(t, KubeVirtKey.Namespace, func(kv *kvv1.KubeVirt) { kv.Spec.ImageTag = imageTag })
 }
 
 // WaitKubeVirt waits until ok holds for the suite's KubeVirt resource; ok's
@@ -76,19 +81,11 @@ func WaitKubeVirt(t testing.TB, c client.Client, what string, timeout time.Durat
 	})
 }
 
-// Available holds when the KubeVirt resource is Available and not
-// Progressing.
-func Available(kv *kvv1.KubeVirt) (bool, string) {
-	a := kv.Status.Condition(kvv1.KubeVirtConditionAvailable)
-	p := kv.Status.Condition(kvv1.KubeVirtConditionProgressing)
-	return a.Status == corev1.ConditionTrue && p.Status == corev1.ConditionFalse,
-		fmt.Sprintf("phase %s; Available %s: %s; Progressing %s: %s", kv.Status.Phase, a.Status, a.Message, p.Status, p.Message)
-}
-
-// AvailableAt holds when the KubeVirt resource is Available at version.
-func AvailableAt(version string) func(*kvv1.KubeVirt) (bool, string) {
+// RolledOutAt holds when the KubeVirt resource is rolled out
+// (kvtest.RolledOut) at version.
+func RolledOutAt(version string) func(*kvv1.KubeVirt) (bool, string) {
 	return func(kv *kvv1.KubeVirt) (bool, string) {
-		ok, why := Available(kv)
+		ok, why := kvtest.RolledOut(kv)
 		return ok && kv.Status.ObservedKubeVirtVersion == version,
 			fmt.Sprintf("observed %q; %s", kv.Status.ObservedKubeVirtVersion, why)
 	}

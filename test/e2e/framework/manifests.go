@@ -1,8 +1,8 @@
 package framework
 
 import (
+	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -48,11 +48,13 @@ func ReleaseManifests(t testing.TB, env *Env) (string, time.Duration) {
 	t0 := time.Now()
 	// One platform is enough (the image is not pulled on kwok): the tests
 	// check that the manifest pins the digest `make image` wrote.
-	cmd := exec.Command("make", "--no-print-directory", "-C", env.Repo, "release-manifests",
+	ctx, cancel := context.WithTimeout(context.Background(), BuildTimeout)
+	defer cancel()
+	cmd := Command(ctx, "make", "--no-print-directory", "-C", env.Repo, "release-manifests",
 		"VERSION="+ReleaseManifestsVersion, "DIST="+dist, "PLATFORMS=linux/"+runtime.GOARCH)
 	cmd.Env = WithoutMakeEnv(os.Environ())
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make release-manifests: %v\n%s", err, out)
+		t.Fatalf("%v\n%s", CommandError(ctx, cmd, BuildTimeout, err), out)
 	}
 	return dist, time.Since(t0)
 }

@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -278,5 +279,5 @@ func isClosed(c chan struct{}) bool {
 // OperatorBuilt reports whether the suite's virtop binary has the operator
 // command.
 func (e *Env) OperatorBuilt() bool {
-	return devcluster.OperatorBuilt(e.context(), e.VirtopBin)
+	return devcluster.OperatorBuilt(context.Background(), e.VirtopBin) // bounded there (30 s)
 }

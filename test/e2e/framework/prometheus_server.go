@@ -139,7 +139,8 @@ func (e *Env) StartPrometheusWith(t testing.TB, openMetrics string, ruleFiles ma
 	promBin, promtool := PrometheusBinaries(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	const bound = 2 * time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	// An empty openMetrics: nothing to backfill (a Prometheus that only
 	// scrapes).
@@ -149,9 +150,10 @@ func (e *Env) StartPrometheusWith(t testing.TB, openMetrics string, ruleFiles ma
 			t.Fatal(err)
 		}
 		start := time.Now()
-		out, err := exec.CommandContext(ctx, promtool, "tsdb", "create-blocks-from", "openmetrics", input, data).CombinedOutput()
+		cmd := Command(ctx, promtool, "tsdb", "create-blocks-from", "openmetrics", input, data)
+		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("promtool tsdb create-blocks-from openmetrics: %v\n%s", err, out)
+			t.Fatalf("%v\n%s", CommandError(ctx, cmd, bound, err), out)
 		}
 		t.Logf("MEASURE promtool backfill of %d bytes: %s", len(openMetrics), time.Since(start).Round(time.Millisecond))
 	}
@@ -190,8 +192,9 @@ func (e *Env) StartPrometheusWith(t testing.TB, openMetrics string, ruleFiles ma
 	if len(ruleFiles) > 0 || o.ScrapeConfigs != "" {
 		// Fail here, with promtool's message, rather than with a
 		// Prometheus that exits at start.
-		if out, err := exec.CommandContext(ctx, promtool, "check", "config", cfgPath).CombinedOutput(); err != nil {
-			t.Fatalf("promtool check config: %v\n%s", err, out)
+		cmd := Command(ctx, promtool, "check", "config", cfgPath)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v\n%s", CommandError(ctx, cmd, bound, err), out)
 		}
 	}
 	if err := os.MkdirAll(e.LogDir(), 0o755); err != nil {

@@ -13,8 +13,6 @@ import (
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 )
 
-func (e *Env) context() context.Context { return context.Background() }
-
 // orDefault is timeout, or DefaultTimeout when timeout is 0.
 func orDefault(timeout time.Duration) time.Duration {
 	if timeout <= 0 {
@@ -27,7 +25,9 @@ func orDefault(timeout time.Duration) time.Duration {
 func (e *Env) Namespace(t testing.TB, prefix string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: UniqueName(prefix)}}
-	if _, err := e.Kube.CoreV1().Namespaces().Create(e.context(), ns, metav1.CreateOptions{}); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
+	defer cancel()
+	if _, err := e.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating namespace: %v", err)
 	}
 	t.Cleanup(func() {

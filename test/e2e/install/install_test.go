@@ -208,7 +208,7 @@ func TestReleaseManifestsInstall(t *testing.T) {
 		})
 	}
 
-	took = waitKubeVirt("install: v1.5.0 Available", framework.AvailableAt("v1.5.0"))
+	took = waitKubeVirt("install: v1.5.0 Available", framework.RolledOutAt("v1.5.0"))
 	t.Logf("MEASURE install v1.5.0 as %s: Available after %s", operatorUser, took.Round(100*time.Millisecond))
 	lease := &unstructured.Unstructured{}
 	lease.SetAPIVersion("coordination.k8s.io/v1")
@@ -226,7 +226,7 @@ func TestReleaseManifestsInstall(t *testing.T) {
 	if err := c.Patch(ctx, cur, client.MergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}
-	took = waitKubeVirt("upgrade: v1.5.3 Available", framework.AvailableAt("v1.5.3"))
+	took = waitKubeVirt("upgrade: v1.5.3 Available", framework.RolledOutAt("v1.5.3"))
 	t.Logf("MEASURE upgrade v1.5.0 -> v1.5.3 as %s: Available after %s", operatorUser, took.Round(100*time.Millisecond))
 	d := &appsv1.Deployment{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: installNS, Name: "virt-api"}, d); err != nil {

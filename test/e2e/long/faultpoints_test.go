@@ -211,7 +211,7 @@ func (s *suite) runToCrash(op *framework.Process, label string, spec faultpoint.
 		if err != nil || kv == nil {
 			return false, err
 		}
-		if ok, _ := framework.AvailableAt(version)(kv); ok && !afterRecord && kv.Status.ObservedDeploymentID == kv.Status.TargetDeploymentID {
+		if ok, _ := framework.RolledOutAt(version)(kv); ok && !afterRecord && kv.Status.ObservedDeploymentID == kv.Status.TargetDeploymentID {
 			if doneSince.IsZero() {
 				doneSince = time.Now()
 			} else if time.Since(doneSince) > 15*time.Second {

@@ -125,7 +125,7 @@ func (s *suite) ensureInstalled(version string) {
 	}
 	if kv != nil && kv.DeletionTimestamp == nil && kv.Spec.ImageTag == version &&
 		kv.Status.ObservedDeploymentID == kv.Status.TargetDeploymentID {
-		if ok, _ := framework.AvailableAt(version)(kv); ok {
+		if ok, _ := framework.RolledOutAt(version)(kv); ok {
 			return
 		}
 	}
@@ -136,7 +136,7 @@ func (s *suite) ensureInstalled(version string) {
 		s.waitKubeVirtGone()
 	}
 	s.setVersion(version)
-	framework.WaitKubeVirt(s.t, s.c, "Available at "+version, rolloutTimeout, framework.AvailableAt(version))
+	framework.WaitKubeVirt(s.t, s.c, "Available at "+version, rolloutTimeout, framework.RolledOutAt(version))
 	s.t.Logf("MEASURE setup: installed or moved to %s in %s", version, time.Since(start).Round(100*time.Millisecond))
 }
 
@@ -356,7 +356,7 @@ func (s *suite) converged(version string, prevIDs ...string) time.Duration {
 	s.t.Helper()
 	start := time.Now()
 	framework.WaitKubeVirt(s.t, s.c, "Available at "+version, rolloutTimeout, func(kv *kvv1.KubeVirt) (bool, string) {
-		ok, why := framework.AvailableAt(version)(kv)
+		ok, why := framework.RolledOutAt(version)(kv)
 		return ok && kv.Status.ObservedDeploymentID == kv.Status.TargetDeploymentID, why
 	})
 	var w *want

@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
@@ -115,7 +116,7 @@ func TestPrometheusOperatorScrapesVirtop(t *testing.T) {
 		t.Fatal(err)
 	}
 	framework.WaitKubeVirt(t, c, "Available with MonitoringReady", 3*time.Minute, func(kv *kvv1.KubeVirt) (bool, string) {
-		ok, why := framework.Available(kv)
+		ok, why := kvtest.RolledOut(kv)
 		mr := kv.Status.Condition("MonitoringReady")
 		return ok && mr.Status == corev1.ConditionTrue, fmt.Sprintf("%s; MonitoringReady %s (%s): %s", why, mr.Status, mr.Reason, mr.Message)
 	})

@@ -27,6 +27,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testreleases"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
+	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
@@ -87,7 +88,7 @@ func TestMonitoringOnRealNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	framework.WaitKubeVirt(t, c, "Available at "+rel+" with MonitoringReady", waitLong, func(kv *kvv1.KubeVirt) (bool, string) {
-		ok, why := framework.AvailableAt(rel)(kv)
+		ok, why := framework.RolledOutAt(rel)(kv)
 		mr := kv.Status.Condition("MonitoringReady")
 		return ok && mr.Status == corev1.ConditionTrue, fmt.Sprintf("%s; MonitoringReady %s (%s): %s", why, mr.Status, mr.Reason, mr.Message)
 	})
@@ -139,7 +140,7 @@ func removeMonitoringCluster(t *testing.T, env *framework.Env, c client.Client) 
 			return apierrors.IsNotFound(err), fmt.Errorf("still there: %v", err)
 		})
 	}
-	if err := env.Kube.AppsV1().Deployments(installNS).Delete(ctx, devcluster.OperatorDeployment, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if err := env.Kube.AppsV1().Deployments(installNS).Delete(ctx, vocab.VirtOperator, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Error(err)
 	}
 	poll.Eventually(t, "no pod left on the real node", 2*time.Minute, func(ctx context.Context) (bool, error) {

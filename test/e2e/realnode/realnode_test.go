@@ -10,8 +10,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"net"
 	"os"
@@ -87,7 +85,7 @@ func TestUpstreamControlPlaneOnRealNode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			framework.WaitKubeVirt(t, c, "Available at "+rel, waitLong, framework.AvailableAt(rel))
+			framework.WaitKubeVirt(t, c, "Available at "+rel, waitLong, framework.RolledOutAt(rel))
 			t.Logf("MEASURE install of %s on the real node to Available: %s", rel, time.Since(start).Round(100*time.Millisecond))
 
 			t.Run("control plane runs on the real node, Ready, no restarts", func(t *testing.T) {
@@ -235,7 +233,7 @@ func containerStates(p *corev1.Pod) string {
 // cluster patches none.
 func checkWebhooksAsRendered(t *testing.T, env *framework.Env) {
 	ctx := context.Background()
-	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=virtop"}
+	sel := metav1.ListOptions{LabelSelector: vocab.ManagedByLabel + "=" + vocab.ManagedByValue}
 	check := func(config, name string, fp *admissionregistrationv1.FailurePolicyType) {
 		want := admissionregistrationv1.Fail
 		if name == "virt-launcher-pod-mutator.kubevirt.io" {
@@ -428,7 +426,7 @@ func checkUninstall(t *testing.T, env *framework.Env, c client.Client) {
 	go func() {
 		var m moments
 		defer func() { seen <- m }()
-		sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=virtop"}
+		sel := metav1.ListOptions{LabelSelector: vocab.ManagedByLabel + "=" + vocab.ManagedByValue}
 		for {
 			select {
 			case <-stop:
@@ -630,7 +628,7 @@ func checkRotationUnderLoad(t *testing.T, env *framework.Env, c client.Client, r
 		sent++
 		if i%4 == 0 {
 			if sec, err := env.Kube.CoreV1().Secrets(installNS).Get(ctx, vocab.VirtAPICertSecretName, metav1.GetOptions{}); err == nil {
-				if serial := certSerial(sec.Data["tls.crt"]); serial != "" && (len(written) == 0 || written[len(written)-1].serial != serial) {
+				if serial := framework.CertSerial(sec.Data["tls.crt"]); serial != "" && (len(written) == 0 || written[len(written)-1].serial != serial) {
 					written = append(written, write{serial, time.Now()})
 				}
 			}
@@ -694,19 +692,6 @@ func checkRotationUnderLoad(t *testing.T, env *framework.Env, c client.Client, r
 	}
 	t.Logf("MEASURE %s: %d certificates written for virt-api in %s, %d judged; every ready virt-api pod presented each at most %s after it was written (bound %s)",
 		rel, len(written), rotationWindow, judged, worst.Round(time.Second), servedBound)
-}
-
-// certSerial is the serial number of the first certificate of a PEM bundle.
-func certSerial(pemBytes []byte) string {
-	block, _ := pem.Decode(pemBytes)
-	if block == nil {
-		return ""
-	}
-	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		return ""
-	}
-	return cert.SerialNumber.String()
 }
 
 // presented is the serial number of the certificate a TLS server at addr

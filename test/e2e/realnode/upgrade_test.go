@@ -52,7 +52,7 @@ func TestUpgradeOnRealNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	op := env.Operator(t, append(framework.HostOperatorArgs(t), "--leader-elect")...).Start()
-	framework.WaitKubeVirt(t, c, "Available at "+from, waitLong, framework.AvailableAt(from))
+	framework.WaitKubeVirt(t, c, "Available at "+from, waitLong, framework.RolledOutAt(from))
 	checkRealPods(t, env, c)
 
 	rec := env.RecordConditions(t)
@@ -68,7 +68,7 @@ func TestUpgradeOnRealNode(t *testing.T) {
 	if err := c.Patch(ctx, kv, patch); err != nil {
 		t.Fatal(err)
 	}
-	framework.WaitKubeVirt(t, c, "Available at "+to, waitLong, framework.AvailableAt(to))
+	framework.WaitKubeVirt(t, c, "Available at "+to, waitLong, framework.RolledOutAt(to))
 	took := time.Since(start)
 	// A little more load after the rollout: the last replaced pods serve.
 	time.Sleep(10 * time.Second)

@@ -39,7 +39,7 @@ func TestEveryReleaseInstalls(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { framework.DeleteKubeVirt(t, c, 3*time.Minute) })
-			framework.WaitKubeVirt(t, c, v+" Available", 4*time.Minute, framework.AvailableAt(v))
+			framework.WaitKubeVirt(t, c, v+" Available", 4*time.Minute, framework.RolledOutAt(v))
 			t.Logf("MEASURE %s: KubeVirt created -> Available with %d fake nodes: %s", v, env.Nodes, time.Since(created).Round(100*time.Millisecond))
 			for _, w := range want {
 				switch w.kind {

@@ -157,7 +157,7 @@ func TestUpgradeChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	framework.WaitKubeVirt(t, c, chain[0]+" Available", hopTimeout, framework.AvailableAt(chain[0]))
+	framework.WaitKubeVirt(t, c, chain[0]+" Available", hopTimeout, framework.RolledOutAt(chain[0]))
 	t.Logf("MEASURE install %s: %s", chain[0], time.Since(start).Round(100*time.Millisecond))
 	for _, name := range oldStoredCRDs {
 		if got := framework.StoredVersions(t, c, name); !slices.Contains(got, "v1alpha2") {
@@ -196,14 +196,14 @@ func TestUpgradeChain(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		framework.WaitKubeVirt(t, c, to+" Available", hopTimeout, framework.AvailableAt(to))
+		framework.WaitKubeVirt(t, c, to+" Available", hopTimeout, framework.RolledOutAt(to))
 		if to != "v1.5.3" && to != "v1.6.6" {
 			poll.Eventually(t, to+": virt-handler's TLS rollout at its final form", hopTimeout, func() (bool, string) {
 				return framework.HandlerTLSFinal(ctx, c)
 			})
 			// The rollout's last step is applied by a pass after Available:
 			// wait for the resource to settle again.
-			framework.WaitKubeVirt(t, c, to+" Available after the TLS rollout", hopTimeout, framework.AvailableAt(to))
+			framework.WaitKubeVirt(t, c, to+" Available after the TLS rollout", hopTimeout, framework.RolledOutAt(to))
 		}
 		t.Logf("MEASURE hop %s -> %s: %s", from, to, time.Since(start).Round(100*time.Millisecond))
 		if got := uids(t, c, ns, objs); fmt.Sprint(got) != fmt.Sprint(before) {

@@ -15,6 +15,7 @@ import (
 	virtopv1alpha1 "github.com/virtop-dev/virtop/api/v1alpha1"
 	"github.com/virtop-dev/virtop/internal/monitoring/dashboard"
 	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
@@ -41,10 +42,10 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	testenv.FakeReadiness(t, c, ns)
 	operatortest.Start(t, env.Config, operator.Options{Namespace: ns, PrometheusNamespaces: []string{promNS}})
-	if err := c.Create(ctx, newKubeVirt(t, ns)); err != nil {
+	if err := c.Create(ctx, kvtest.KubeVirt(t, ns)); err != nil {
 		t.Fatal(err)
 	}
-	waitAvailable(t, c, types.NamespacedName{Namespace: ns, Name: "kubevirt"})
+	kvtest.WaitAvailable(t, c, types.NamespacedName{Namespace: ns, Name: "kubevirt"})
 	s := kubePrometheusStack(promNS, "kps")
 	s.create(t, c)
 	t.Cleanup(func() { s.delete(t, c) })

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -33,10 +34,10 @@ import (
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/operator"
 	"github.com/virtop-dev/virtop/internal/scheme"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
-	"github.com/virtop-dev/virtop/internal/tools/podless"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -48,27 +49,6 @@ func TestMain(m *testing.M) {
 }
 
 // ---- helpers ----
-
-func newKubeVirt(t testing.TB, ns string) *kvv1.KubeVirt {
-	t.Helper()
-	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: ns}}
-	if err := podless.Prepare(kv); err != nil {
-		t.Fatal(err)
-	}
-	return kv
-}
-
-func waitAvailable(t testing.TB, c client.Client, key types.NamespacedName) {
-	t.Helper()
-	poll.Eventually(t, "Available=True", 3*time.Minute, func() (bool, string) {
-		kv := &kvv1.KubeVirt{}
-		if err := c.Get(context.Background(), key, kv); err != nil {
-			return false, err.Error()
-		}
-		a := kv.Status.Condition(kvv1.KubeVirtConditionAvailable)
-		return a.Status == corev1.ConditionTrue, fmt.Sprintf("Available %s: %s", a.Status, a.Message)
-	})
-}
 
 // availabilityWatch records every time Available is seen False after it
 // was first True.
@@ -414,7 +394,7 @@ func feasibleOrders() [][]step {
 			return
 		}
 		for i, s := range rest {
-			if s == stepPrometheus && !contains(prefix, stepCRDs) {
+			if s == stepPrometheus && !slices.Contains(prefix, stepCRDs) {
 				continue
 			}
 			next := append(append([]step(nil), rest[:i]...), rest[i+1:]...)
@@ -423,15 +403,6 @@ func feasibleOrders() [][]step {
 	}
 	perm(nil, all)
 	return out
-}
-
-func contains(list []step, s step) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // TestAnyOrder runs every feasible order of {operator running, KubeVirt
@@ -472,7 +443,7 @@ func TestAnyOrder(t *testing.T) {
 					operatortest.Start(t, env.Config, operator.Options{Namespace: ns, PrometheusNamespaces: []string{promNS}})
 					haveOperator = true
 				case stepKubeVirt:
-					if err := c.Create(context.Background(), newKubeVirt(t, ns)); err != nil {
+					if err := c.Create(context.Background(), kvtest.KubeVirt(t, ns)); err != nil {
 						t.Fatal(err)
 					}
 					avail = watchAvailable(t, c, key)
@@ -484,7 +455,7 @@ func TestAnyOrder(t *testing.T) {
 				}
 				last = time.Now()
 				if haveOperator && haveKubeVirt {
-					waitAvailable(t, c, key)
+					kvtest.WaitAvailable(t, c, key)
 				}
 			}
 			t.Cleanup(func() { s.delete(t, c) })
@@ -504,7 +475,7 @@ func TestAnyOrder(t *testing.T) {
 			} else if !reflect.DeepEqual(*reference, got) {
 				t.Errorf("converged to %+v, other orders to %+v", got, *reference)
 			}
-			waitAvailable(t, c, key)
+			kvtest.WaitAvailable(t, c, key)
 			avail.check(t)
 		})
 	}
@@ -526,12 +497,12 @@ func TestStackLifecycle(t *testing.T) {
 	// The stacks' namespaces are trusted: promNS by the setting, monitoring
 	// (kube-prometheus shape, below) as it is by default.
 	operatortest.Start(t, env.Config, operator.Options{Namespace: ns, PrometheusNamespaces: []string{promNS, "monitoring"}})
-	if err := c.Create(ctx, newKubeVirt(t, ns)); err != nil {
+	if err := c.Create(ctx, kvtest.KubeVirt(t, ns)); err != nil {
 		t.Fatal(err)
 	}
 	key := types.NamespacedName{Namespace: ns, Name: "kubevirt"}
 	avail := watchAvailable(t, c, key)
-	waitAvailable(t, c, key)
+	kvtest.WaitAvailable(t, c, key)
 
 	// Nothing found yet: install namespace, no subjects.
 	waitState(t, c, ns, monitoringState{SMNamespace: ns, RuleNamespace: ns, SMLabels: map[string]string{}, RuleLabels: map[string]string{},
@@ -591,7 +562,7 @@ func TestStackLifecycle(t *testing.T) {
 	t.Run("stack removed and restored", func(t *testing.T) {
 		removeCRDs(t, env)
 		poll.Eventually(t, "monitoring objects removed", time.Minute, func() (bool, string) { return monitoringObjectsGone(c, ns) })
-		waitAvailable(t, c, key)
+		kvtest.WaitAvailable(t, c, key)
 		// With the API gone, nothing may keep listing or watching it, not
 		// even a pass: a Node coming and going starts two (as a probe's
 		// recheck or any other event would).
@@ -654,10 +625,10 @@ func BenchmarkPrometheusToServiceMonitor(b *testing.B) {
 	testenv.FakeReadiness(b, c, ns)
 	// Every iteration's Prometheus has a namespace of its own.
 	operatortest.Start(b, env.Config, operator.Options{Namespace: ns, PrometheusNamespaces: []string{placement.AllNamespaces}})
-	if err := c.Create(ctx, newKubeVirt(b, ns)); err != nil {
+	if err := c.Create(ctx, kvtest.KubeVirt(b, ns)); err != nil {
 		b.Fatal(err)
 	}
-	waitAvailable(b, c, types.NamespacedName{Namespace: ns, Name: "kubevirt"})
+	kvtest.WaitAvailable(b, c, types.NamespacedName{Namespace: ns, Name: "kubevirt"})
 	var total time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

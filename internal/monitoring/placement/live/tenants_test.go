@@ -21,6 +21,7 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
@@ -110,10 +111,10 @@ func TestTenantPrometheusesWeighNothing(t *testing.T) {
 	t.Cleanup(func() { s.delete(t, c) })
 	testenv.FakeReadiness(t, c, ns)
 	operatortest.Start(t, env.Config, operator.Options{Namespace: ns, PrometheusNamespaces: []string{promNS}})
-	if err := c.Create(ctx, newKubeVirt(t, ns)); err != nil {
+	if err := c.Create(ctx, kvtest.KubeVirt(t, ns)); err != nil {
 		t.Fatal(err)
 	}
-	waitAvailable(t, c, types.NamespacedName{Namespace: ns, Name: "kubevirt"})
+	kvtest.WaitAvailable(t, c, types.NamespacedName{Namespace: ns, Name: "kubevirt"})
 	waitState(t, c, ns, monitoringState{SMNamespace: promNS, RuleNamespace: ns,
 		SMLabels: map[string]string{"release": "kps"}, RuleLabels: map[string]string{"release": "kps"},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: promNS, Name: "kps-kube-prometheus-prometheus"}},
@@ -221,11 +222,11 @@ func TestSquattedDefaultNamespaceNotTrusted(t *testing.T) {
 	ns := env.Namespace(t)
 	testenv.FakeReadiness(t, c, ns)
 	operatortest.Start(t, env.Config, operator.Options{Namespace: ns}) // default --prometheus-namespaces
-	if err := c.Create(ctx, newKubeVirt(t, ns)); err != nil {
+	if err := c.Create(ctx, kvtest.KubeVirt(t, ns)); err != nil {
 		t.Fatal(err)
 	}
 	key := types.NamespacedName{Namespace: ns, Name: "kubevirt"}
-	waitAvailable(t, c, key)
+	kvtest.WaitAvailable(t, c, key)
 	// Created strictly after the KubeVirt resource (timestamps are in
 	// seconds).
 	time.Sleep(1100 * time.Millisecond)
@@ -277,12 +278,12 @@ func TestMetricsReaderOnlyForNamedAccounts(t *testing.T) {
 	t.Cleanup(func() { s.delete(t, c) })
 	testenv.FakeReadiness(t, c, ns)
 	operatortest.Start(t, env.Config, operator.Options{Namespace: ns, PrometheusNamespaces: []string{placement.AllNamespaces}})
-	kv := newKubeVirt(t, ns)
+	kv := kvtest.KubeVirt(t, ns)
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
 	key := types.NamespacedName{Namespace: ns, Name: "kubevirt"}
-	waitAvailable(t, c, key)
+	kvtest.WaitAvailable(t, c, key)
 	account := rbacv1.Subject{Kind: "ServiceAccount", Namespace: promNS, Name: "any-kube-prometheus-prometheus"}
 	waitState(t, c, ns, monitoringState{SMNamespace: promNS, RuleNamespace: ns,
 		SMLabels: map[string]string{"release": "any"}, RuleLabels: map[string]string{"release": "any"},
@@ -326,13 +327,13 @@ func TestMonitorNamespaceBindsRealAccount(t *testing.T) {
 	testenv.FakeReadiness(t, c, ns)
 	// Only spec.monitorNamespace is trusted.
 	operatortest.Start(t, env.Config, operator.Options{Namespace: ns, PrometheusNamespaces: []string{}})
-	kv := newKubeVirt(t, ns)
+	kv := kvtest.KubeVirt(t, ns)
 	kv.Spec.MonitorNamespace = obs
 	if err := c.Create(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
 	key := types.NamespacedName{Namespace: ns, Name: "kubevirt"}
-	waitAvailable(t, c, key)
+	kvtest.WaitAvailable(t, c, key)
 	real := rbacv1.Subject{Kind: "ServiceAccount", Namespace: obs, Name: "obs-kps-kube-prometheus-prometheus"}
 	waitState(t, c, ns, monitoringState{SMNamespace: obs, RuleNamespace: ns,
 		SMLabels: map[string]string{"release": "obs-kps"}, RuleLabels: map[string]string{"release": "obs-kps"},

@@ -18,6 +18,7 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/operator"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/operatortest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
@@ -58,11 +59,11 @@ func TestOnlyTrustedPrometheusBound(t *testing.T) {
 
 	testenv.FakeReadiness(t, c, ns)
 	operatortest.Start(t, env.Config, operator.Options{Namespace: ns}) // default --prometheus-namespaces
-	if err := c.Create(ctx, newKubeVirt(t, ns)); err != nil {
+	if err := c.Create(ctx, kvtest.KubeVirt(t, ns)); err != nil {
 		t.Fatal(err)
 	}
 	key := types.NamespacedName{Namespace: ns, Name: "kubevirt"}
-	waitAvailable(t, c, key)
+	kvtest.WaitAvailable(t, c, key)
 
 	waitState(t, c, ns, monitoringState{SMNamespace: "monitoring", RuleNamespace: ns,
 		SMLabels: map[string]string{"release": "trusted"}, RuleLabels: map[string]string{"release": "trusted"},

@@ -1,8 +1,10 @@
-package components
+package ownership
 
 import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 // GrantedRules lists what the given objects grant, which is what whoever
@@ -22,7 +24,7 @@ func GrantedRules(objs []client.Object) (cluster, namespaced []rbacv1.PolicyRule
 		case *rbacv1.Role:
 			namespaced = append(namespaced, copyRules(x.Rules)...)
 		case *rbacv1.ClusterRoleBinding:
-			if x.RoleRef.Kind == "ClusterRole" && x.RoleRef.Name == AuthDelegatorClusterRole {
+			if x.RoleRef.Kind == "ClusterRole" && x.RoleRef.Name == vocab.AuthDelegatorClusterRole {
 				delegator = true
 			}
 		}

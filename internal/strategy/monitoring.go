@@ -1,4 +1,4 @@
-package components
+package strategy
 
 import (
 	"fmt"
@@ -28,8 +28,6 @@ const (
 	// access unless it is also what the plan found.
 	MonitorNamespacePlaceholder = "monitoring"
 )
-
-func init() { register("monitoring", renderMonitoring) }
 
 // renderMonitoring renders upstream's monitoring bundle: the ServiceMonitor
 // and PrometheusRule prometheus-kubevirt-rules (components/prometheus.go,

@@ -1,4 +1,4 @@
-package components
+package strategy
 
 import (
 	"bufio"
@@ -36,8 +36,6 @@ const (
 	clusterInstancetypesBundleFN = "common-clusterinstancetypes-bundle.yaml"
 	clusterPreferencesBundleFN   = "common-clusterpreferences-bundle.yaml"
 )
-
-func init() { register("instancetypes", renderInstancetypes) }
 
 // renderInstancetypes renders the common cluster instancetypes and
 // preferences of the release, sorted by kind and name, in stage

@@ -1,4 +1,4 @@
-package components
+package strategy
 
 import (
 	"encoding/json"
@@ -26,7 +26,7 @@ func monTestRender(t *testing.T, c *config.DeploymentConfig) []client.Object {
 	if !ok {
 		t.Fatalf("catalog has no %s", c.Version)
 	}
-	objs, err := Renderers["monitoring"](c, rel)
+	objs, err := renderMonitoring(c, rel)
 	if err != nil {
 		t.Fatalf("render monitoring: %v", err)
 	}
