@@ -288,6 +288,16 @@ func (r *Reconciler) finish(ctx context.Context, s *scope) (ctrl.Result, error) 
 	}
 	f := s.facts()
 	if werr := r.patchStatus(ctx, s, f); werr != nil {
+		if isConflict(werr) {
+			// What the pass created or deleted must not be lost with
+			// the rest of its report: the next pass may no longer want
+			// an object this one created, and prunes only what the
+			// inventory holds.
+			if ierr := r.carryInventory(ctx, s); ierr != nil {
+				log.Error(ierr, "Failed to record the objects this pass created or deleted")
+				return ctrl.Result{}, errors.Join(err, werr, ierr)
+			}
+		}
 		if isConflict(werr) && err == nil {
 			// The resource changed since this pass read it (the cache is
 			// behind a write of ours, or the user edited it): routine, not

@@ -12,6 +12,7 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/controller/kvstatus"
+	"github.com/virtop-dev/virtop/internal/inventory"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
@@ -153,4 +154,43 @@ func monitoringRecheck(p *placement.Placement) time.Duration {
 		return 5 * time.Minute
 	}
 	return 0
+}
+
+// carryInventoryTries bounds the writes of carryInventory: each conflict
+// means another writer changed the resource in between.
+const carryInventoryTries = 5
+
+// carryInventory records the inventory changes of a pass whose status
+// write met a conflict onto the resource as it is now (read uncached),
+// writing status.generations alone.
+func (r *Reconciler) carryInventory(ctx context.Context, s *scope) error {
+	if s.inv == nil || s.orig == nil || s.notServed != "" {
+		return nil
+	}
+	ch := inventory.Diff(inventory.FromStatus(s.orig.Status.Generations), s.inv)
+	if ch.Empty() {
+		return nil
+	}
+	var err error
+	for range carryInventoryTries {
+		cur := &kvv1.KubeVirt{}
+		if err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.kv), cur); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		inv := inventory.FromStatus(cur.Status.Generations)
+		inv.Apply(ch)
+		base := cur.DeepCopy()
+		cur.Status.Generations = inv.Into(cur.Status.Generations)
+		if apiequality.Semantic.DeepEqual(base.Status.Generations, cur.Status.Generations) {
+			return nil
+		}
+		patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
+		if err = r.Client.Status().Patch(ctx, cur, patch, client.FieldOwner(vocab.StatusFieldManager)); err == nil || apierrors.IsNotFound(err) {
+			return nil
+		}
+		if !isConflict(err) {
+			return err
+		}
+	}
+	return err
 }

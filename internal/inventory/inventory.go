@@ -135,6 +135,30 @@ func (inv *Inventory) Sweep(gk schema.GroupKind, seen map[types.UID]bool, keep f
 	}
 }
 
+// Entry is one object an inventory holds.
+type Entry struct {
+	Namespace, Name string
+	UID             types.UID
+}
+
+// Unseen returns the objects of kind gk that inv holds, whose UID is not
+// in seen and that keep does not name (nil keeps nothing): those Sweep
+// would forget. A list from a cache may not have seen an object created
+// moments ago; a caller that must not lose one reads these uncached
+// first.
+func (inv *Inventory) Unseen(gk schema.GroupKind, seen map[types.UID]bool, keep func(namespace, name string) bool) []Entry {
+	res := Resource(gk.Kind)
+	var out []Entry
+	for k, uid := range inv.m {
+		if k.group != gk.Group || k.resource != res || seen[uid] || (keep != nil && keep(k.namespace, k.name)) {
+			continue
+		}
+		out = append(out, Entry{Namespace: k.namespace, Name: k.name, UID: uid})
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name)) })
+	return out
+}
+
 // Resource is the resource name of a kind as status.generations spells
 // it: lower case, plural (every kind virtop manages forms its plural this
 // way).
@@ -147,4 +171,50 @@ func Resource(kind string) string {
 		return strings.TrimSuffix(r, "y") + "ies"
 	}
 	return r + "s"
+}
+
+// Changes is what one pass did to an inventory: the entries it added (or
+// replaced with a newer UID) and those it forgot. A pass whose status
+// write is refused (the resource changed since the pass read it) carries
+// its Changes onto the current copy, so that an object it created is
+// never left unrecorded: the next pass may no longer want that object
+// and could not prune it.
+type Changes struct {
+	added, removed map[key]types.UID
+}
+
+// Diff returns the changes that turn before into after.
+func Diff(before, after *Inventory) Changes {
+	ch := Changes{added: map[key]types.UID{}, removed: map[key]types.UID{}}
+	for k, uid := range after.m {
+		if before.m[k] != uid {
+			ch.added[k] = uid
+		}
+	}
+	for k, uid := range before.m {
+		if after.m[k] != uid {
+			ch.removed[k] = uid
+		}
+	}
+	return ch
+}
+
+// Empty says whether the changes change nothing.
+func (ch Changes) Empty() bool { return len(ch.added) == 0 && len(ch.removed) == 0 }
+
+// Apply makes ch's changes in inv: an entry is forgotten only while inv
+// still holds it with the UID the pass forgot (a newer one recorded
+// since is kept), and an added entry replaces what inv holds.
+func (inv *Inventory) Apply(ch Changes) {
+	if inv.m == nil {
+		inv.m = map[key]types.UID{}
+	}
+	for k, uid := range ch.removed {
+		if inv.m[k] == uid {
+			delete(inv.m, k)
+		}
+	}
+	for k, uid := range ch.added {
+		inv.m[k] = uid
+	}
 }

@@ -47,3 +47,38 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("after Sweep and Strip: %+v", back.Into(gens))
 	}
 }
+
+// TestChangesCarriedOver: a pass's changes, carried onto a copy another
+// pass wrote meanwhile, add what the pass created, forget what it
+// deleted, and keep what the other pass recorded (also a newer UID of an
+// object the first pass forgot).
+func TestChangesCarriedOver(t *testing.T) {
+	cm := schema.GroupKind{Kind: "ConfigMap"}
+	before := &Inventory{}
+	before.Add(cm, obj("kubevirt", "kept", "k1"))
+	before.Add(cm, obj("kubevirt", "deleted", "d1"))
+	before.Add(cm, obj("kubevirt", "recreated", "r1"))
+	after := FromStatus(before.Into(nil))
+	after.Add(cm, obj("monitoring", "dashboard", "n1"))
+	after.Remove(cm, obj("kubevirt", "deleted", "d1"))
+	after.Remove(cm, obj("kubevirt", "recreated", "r1"))
+	ch := Diff(before, after)
+	if ch.Empty() || !Diff(after, after).Empty() {
+		t.Fatalf("Diff: %+v; want changes, and none between an inventory and itself", ch)
+	}
+
+	// Meanwhile another pass recorded an object of its own and a new
+	// UID of "recreated".
+	current := FromStatus(before.Into(nil))
+	current.Add(cm, obj("kubevirt", "other", "o1"))
+	current.Add(cm, obj("kubevirt", "recreated", "r2"))
+	current.Apply(ch)
+	for _, want := range []*metav1.ObjectMeta{obj("kubevirt", "kept", "k1"), obj("monitoring", "dashboard", "n1"), obj("kubevirt", "other", "o1"), obj("kubevirt", "recreated", "r2")} {
+		if !current.Owns(cm, want) {
+			t.Errorf("after the carried-over changes the inventory lacks %s/%s %s", want.Namespace, want.Name, want.UID)
+		}
+	}
+	if current.Owns(cm, obj("kubevirt", "deleted", "d1")) || current.Len() != 4 {
+		t.Errorf("after the carried-over changes: %v; want the deleted object forgotten, 4 entries", current.Into(nil))
+	}
+}
