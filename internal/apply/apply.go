@@ -68,6 +68,14 @@ type Applier struct {
 	leftAlone map[types.UID]string
 }
 
+// reader reads uncached: Reader, or Client when it is nil.
+func (a *Applier) reader() client.Reader {
+	if a.Reader == nil {
+		return a.Client
+	}
+	return a.Reader
+}
+
 type record struct {
 	hash            string
 	resourceVersion string

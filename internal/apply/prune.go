@@ -130,7 +130,44 @@ func (a *Applier) ownedBy(ctx context.Context, gvk schema.GroupVersionKind, inst
 		}
 		owned = append(owned, o)
 	}
+	// The list comes from the cache, which may not have seen what a
+	// pass created moments ago: an object the inventory holds that the
+	// list lacks is read from the API server before Sweep forgets it.
+	// Forgotten while it still existed, it would be left behind for good.
+	for _, e := range inv.Unseen(gvk.GroupKind(), seen, skip) {
+		o, err := a.readEntry(ctx, gvk, e)
+		if err != nil {
+			// Not known to be gone: the entry stays.
+			seen[e.UID] = true
+			return nil, nil, fmt.Errorf("read %s %s/%s recorded in the inventory: %w", gvk.Kind, e.Namespace, e.Name, err)
+		}
+		if o != nil {
+			seen[e.UID] = true
+			owned = append(owned, o)
+		}
+	}
 	return owned, seen, nil
+}
+
+// readEntry reads, uncached, the object an inventory entry records: nil
+// when it is gone, has another UID (a replacement virtop did not
+// create), no longer carries virtop's label (as listManaged, whose list
+// it completes: an object unlabelled by its user is left to them), or
+// cannot be read by the operator at all (RBAC: then it cannot act on it
+// either).
+func (a *Applier) readEntry(ctx context.Context, gvk schema.GroupVersionKind, e inventory.Entry) (*unstructured.Unstructured, error) {
+	o := &unstructured.Unstructured{}
+	o.SetGroupVersionKind(gvk)
+	err := a.reader().Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: e.Name}, o)
+	switch {
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err) || apierrors.IsForbidden(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case o.GetUID() != e.UID || o.GetLabels()[vocab.ManagedByLabel] != vocab.ManagedByValue:
+		return nil, nil
+	}
+	return o, nil
 }
 
 // deleteOwned deletes a live object ownedBy returned, its dependents in

@@ -76,10 +76,7 @@ func (a *Applier) appliedByVirtop(ctx context.Context, o *unstructured.Unstructu
 	if known && rv == o.GetResourceVersion() {
 		return false, nil
 	}
-	r := a.Reader
-	if r == nil {
-		r = a.Client
-	}
+	r := a.reader()
 	pm := &metav1.PartialObjectMetadata{}
 	pm.SetGroupVersionKind(o.GroupVersionKind())
 	if err := r.Get(ctx, client.ObjectKeyFromObject(o), pm); err != nil {

@@ -155,7 +155,9 @@ func (inv *Inventory) Unseen(gk schema.GroupKind, seen map[types.UID]bool, keep 
 		}
 		out = append(out, Entry{Namespace: k.namespace, Name: k.name, UID: uid})
 	}
-	slices.SortFunc(out, func(a, b Entry) int { return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name)) })
+	slices.SortFunc(out, func(a, b Entry) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
 	return out
 }
 
