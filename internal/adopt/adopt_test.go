@@ -120,17 +120,17 @@ func managed(entries ...metav1.ManagedFieldsEntry) *unstructured.Unstructured {
 
 func fields(s string) *metav1.FieldsV1 { return &metav1.FieldsV1{Raw: []byte(s)} }
 
-func TestTakeOverPatch(t *testing.T) {
-	upstream := metav1.ManagedFieldsEntry{Manager: vocab.UpstreamFieldManager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: fields(`{"f:data":{"f:a":{}}}`)}
-	controller := metav1.ManagedFieldsEntry{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: fields(`{"f:data":{"f:b":{}}}`)}
-	p, err := TakeOverPatch(managed(upstream, controller), false)
-	if err != nil || p == nil {
-		t.Fatalf("TakeOverPatch = %s, %v; want a patch", p, err)
-	}
-	var ops []struct {
-		Op, Path string
-		Value    json.RawMessage
-	}
+// patchOp is one operation of a JSON patch.
+type patchOp struct {
+	Op, Path string
+	Value    json.RawMessage
+}
+
+// takeOverOps decodes a TakeOverPatch: its operations and the managed
+// fields its first operation writes.
+func takeOverOps(t *testing.T, p []byte) ([]patchOp, []metav1.ManagedFieldsEntry) {
+	t.Helper()
+	var ops []patchOp
 	if err := json.Unmarshal(p, &ops); err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +138,17 @@ func TestTakeOverPatch(t *testing.T) {
 	if err := json.Unmarshal(ops[0].Value, &entries); err != nil {
 		t.Fatal(err)
 	}
+	return ops, entries
+}
+
+func TestTakeOverPatch(t *testing.T) {
+	upstream := metav1.ManagedFieldsEntry{Manager: vocab.UpstreamFieldManager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: fields(`{"f:data":{"f:a":{}}}`)}
+	controller := metav1.ManagedFieldsEntry{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: fields(`{"f:data":{"f:b":{}}}`)}
+	p, err := TakeOverPatch(managed(upstream, controller), false)
+	if err != nil || p == nil {
+		t.Fatalf("TakeOverPatch = %s, %v; want a patch", p, err)
+	}
+	ops, entries := takeOverOps(t, p)
 	got := map[string]metav1.ManagedFieldsOperationType{}
 	for _, e := range entries {
 		got[e.Manager] = e.Operation
@@ -169,17 +180,7 @@ func TestTakeOverPatchKeepsTemplate(t *testing.T) {
 	if err != nil || p == nil {
 		t.Fatalf("TakeOverPatch = %s, %v; want a patch", p, err)
 	}
-	var ops []struct {
-		Op, Path string
-		Value    json.RawMessage
-	}
-	if err := json.Unmarshal(p, &ops); err != nil {
-		t.Fatal(err)
-	}
-	var entries []metav1.ManagedFieldsEntry
-	if err := json.Unmarshal(ops[0].Value, &entries); err != nil {
-		t.Fatal(err)
-	}
+	_, entries := takeOverOps(t, p)
 	got := map[string]string{}
 	for _, e := range entries {
 		got[e.Manager+"/"+string(e.Operation)] = string(e.FieldsV1.Raw)
@@ -207,13 +208,7 @@ func TestTakeOverPatchKeepsTemplate(t *testing.T) {
 	if err != nil || p == nil {
 		t.Fatalf("second TakeOverPatch = %s, %v; want a patch", p, err)
 	}
-	if err := json.Unmarshal(p, &ops); err != nil {
-		t.Fatal(err)
-	}
-	entries = nil
-	if err := json.Unmarshal(ops[0].Value, &entries); err != nil {
-		t.Fatal(err)
-	}
+	_, entries = takeOverOps(t, p)
 	after.SetManagedFields(entries)
 	if TemplateByUpstream(after) {
 		t.Errorf("upstream still owns the template after the full takeover: %s", p)
