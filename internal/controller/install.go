@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -183,6 +184,11 @@ func (r *Reconciler) apply(ctx context.Context, s *scope) (bool, error) {
 	}
 	out, err := r.Applier.ApplyStaged(ctx, s.plan.Objects, order)
 	addToInventory(s.inv, out.Applied...)
+	// The strategy's ConfigMap comes after the objects, whatever their
+	// stage: its encoding is not on the first install's critical path.
+	if kerr := r.keepStrategy(ctx, s); kerr != nil {
+		err = errors.Join(err, kerr)
+	}
 	if len(out.Changes) > 0 && r.Recorder != nil {
 		changed := make([]string, len(out.Changes))
 		for i, c := range out.Changes {
@@ -216,6 +222,16 @@ func (r *Reconciler) apply(ctx context.Context, s *scope) (bool, error) {
 		s.requeueAfter = lowestNonZero(s.requeueAfter, c.RequeueAfter(r.now().Time))
 	}
 	return true, nil
+}
+
+// keepStrategy writes the ConfigMap of a strategy rendered in process,
+// or writes it again when it was deleted or changed, and records it.
+func (r *Reconciler) keepStrategy(ctx context.Context, s *scope) error {
+	ref, err := r.Strategies.Keep(ctx, s.kv, s.cfg)
+	if ref != nil {
+		addToInventory(s.inv, ref)
+	}
+	return err
 }
 
 // wroteHandler reports whether changes hold the virt-handler DaemonSet.

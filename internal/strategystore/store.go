@@ -2,12 +2,14 @@
 // storage and its Job. It resolves the install strategy of a deployment
 // config and keeps the strategy ConfigMaps of the install namespace: it
 // remembers the strategies it resolved, renders the versions of the
-// operator's catalog in process and writes their ConfigMap, loads the
-// others from the ConfigMap the dump-install-strategy Job writes (driving
-// the Job while it is missing: Runner, job.go and runner.go), writes a
-// ConfigMap again when someone deleted or changed it, deletes one it cannot
-// read so it is produced again, and collects the ConfigMaps of old
-// deployments. The controller calls Resolve and Collect; the Job's pod
+// operator's catalog in process and writes their ConfigMap once the
+// pass has applied the strategy's objects (Keep: the encoding is off the
+// install's critical path), loads the others from the ConfigMap the
+// dump-install-strategy Job writes (driving the Job while it is missing:
+// Runner, job.go and runner.go), writes a ConfigMap again when someone
+// deleted or changed it, deletes one it cannot read so it is produced
+// again, and collects the ConfigMaps of old deployments. The controller
+// calls Resolve, Keep and Collect; the Job's pod
 // (`virtop dump-install-strategy`) calls RenderForJob and CreateFromJob.
 //
 // It touches, in the install namespace only, the strategy ConfigMaps, the
@@ -95,9 +97,15 @@ const kept = 2
 
 type resolved struct {
 	strategy *strategy.Strategy
-	// configMap is the ConfigMap this process wrote (catalog versions),
-	// kept applied; nil for one the Job wrote.
+	// rendered: the strategy was rendered in process (a catalog version),
+	// so its ConfigMap is this process's to write and keep (Keep); false
+	// for one the Job wrote.
+	rendered bool
+	// configMap is the encoded ConfigMap (Keep encodes it once); stored
+	// says it was written once by this process, so a later create means
+	// someone deleted it.
 	configMap *corev1.ConfigMap
+	stored    bool
 }
 
 // Resolution is how the strategy of a config stands. Exactly one of
@@ -116,32 +124,66 @@ type Resolution struct {
 	Pending, Failed, FailedReason string
 	RequeueAfter                  time.Duration
 	// ConfigMap is the strategy's ConfigMap as it is live (kind,
-	// namespace, name, UID), for the inventory: written by this process,
-	// or written by the Job and found signed; nil when not read this pass.
+	// namespace, name, UID), for the inventory: written by the Job and
+	// found signed; nil when not read this pass. Keep returns the one of
+	// a strategy rendered in process.
 	ConfigMap *metav1.PartialObjectMetadata
 }
 
 // Resolve returns the strategy of cfg for the KubeVirt resource kv: from
-// memory, from rendering in process (catalog versions) or from its
-// ConfigMap (written by the dump-install-strategy Job for other versions).
-// The ConfigMap is kept applied either way. An error is a failure to read
-// or write the cluster.
+// memory, from rendering in process (catalog versions; Keep writes their
+// ConfigMap once the pass applied the objects) or from its ConfigMap
+// (written by the dump-install-strategy Job for other versions). An error
+// is a failure to read or write the cluster.
 func (s *Store) Resolve(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) (Resolution, error) {
 	if c := s.strategies.Get(cfg.ID); c != nil {
-		res := Resolution{Strategy: c.strategy}
-		if c.configMap != nil {
-			live, err := s.restore(ctx, kv, c.configMap)
-			if err != nil {
-				return Resolution{}, err
-			}
-			res.ConfigMap = refOf(live)
-		}
-		return res, nil
+		return Resolution{Strategy: c.strategy}, nil
 	}
 	if _, ok := s.Catalog.Lookup(cfg.Version); ok {
-		return s.render(ctx, kv, cfg)
+		return s.render(cfg), nil
 	}
 	return s.load(ctx, kv, cfg)
+}
+
+// Keep writes the ConfigMap of a strategy Resolve rendered in process and
+// keeps it applied: the controller calls it after applying the strategy's
+// objects, so the encoding and the write of a large ConfigMap do not delay
+// the control plane's first objects. A crash between the apply and Keep
+// leaves the objects without the ConfigMap; the next process renders the
+// strategy again and writes it. It returns the live ConfigMap's identity
+// for the inventory; nil (and no write) for a strategy the Job wrote or
+// one not resolved.
+func (s *Store) Keep(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) (*metav1.PartialObjectMetadata, error) {
+	c := s.strategies.Get(cfg.ID)
+	if c == nil || !c.rendered {
+		return nil, nil
+	}
+	if c.stored {
+		live, err := s.restore(ctx, kv, c.configMap)
+		if err != nil {
+			return nil, err
+		}
+		return refOf(live), nil
+	}
+	faultpoint.Hit("strategy:applied")
+	if c.configMap == nil {
+		cm, err := c.strategy.ConfigMap(kv.Namespace)
+		if err != nil {
+			return nil, fmt.Errorf("encoding the install strategy: %w", err)
+		}
+		c.configMap = cm
+	}
+	faultpoint.Hit("strategy:before-write")
+	res, live, err := s.Applier.Apply(ctx, c.configMap)
+	faultpoint.Hit("strategy:after-write")
+	if err != nil {
+		return nil, fmt.Errorf("storing the install strategy: %w", err)
+	}
+	c.stored = true
+	if res != apply.Unchanged {
+		ctrl.LoggerFrom(ctx).Info("Stored install strategy", "configMap", c.configMap.Name, "version", cfg.Version, "objects", len(c.strategy.Objects))
+	}
+	return refOf(live), nil
 }
 
 // restore writes again a ConfigMap this process stored, when someone
@@ -170,31 +212,19 @@ func refOf(o metav1.Object) *metav1.PartialObjectMetadata {
 		ObjectMeta: metav1.ObjectMeta{Namespace: o.GetNamespace(), Name: o.GetName(), UID: o.GetUID()}}
 }
 
-// render renders a catalog version in process and stores its ConfigMap.
-func (s *Store) render(ctx context.Context, kv *kvv1.KubeVirt, cfg *config.DeploymentConfig) (Resolution, error) {
+// render renders a catalog version in process and remembers it; Keep
+// writes its ConfigMap.
+func (s *Store) render(cfg *config.DeploymentConfig) Resolution {
 	start := time.Now()
 	st, err := strategy.Generate(cfg)
 	if err != nil {
 		// Rendering is pure: an error comes from the input (for example a
 		// customizeComponents patch), which only the user can fix.
-		return Resolution{Invalid: err}, nil
+		return Resolution{Invalid: err}
 	}
 	generationSeconds.Observe(time.Since(start).Seconds())
-	cm, err := st.ConfigMap(kv.Namespace)
-	if err != nil {
-		return Resolution{}, err
-	}
-	faultpoint.Hit("strategy:before-write")
-	res, live, err := s.Applier.Apply(ctx, cm)
-	faultpoint.Hit("strategy:after-write")
-	if err != nil {
-		return Resolution{}, fmt.Errorf("storing the install strategy: %w", err)
-	}
-	if res != apply.Unchanged {
-		ctrl.LoggerFrom(ctx).Info("Stored install strategy", "configMap", cm.Name, "version", cfg.Version, "objects", len(st.Objects))
-	}
-	s.strategies.Put(cfg.ID, &resolved{strategy: st, configMap: cm}, kept)
-	return Resolution{Strategy: st, ConfigMap: refOf(live)}, nil
+	s.strategies.Put(cfg.ID, &resolved{strategy: st, rendered: true}, kept)
+	return Resolution{Strategy: st}
 }
 
 // load reads the strategy of a version outside the catalog from the

@@ -133,9 +133,9 @@ func (j *jobs) Done(context.Context, *kvv1.KubeVirt, *config.DeploymentConfig) e
 }
 
 // TestResolveCatalogVersion: a catalog version renders in process once;
-// its ConfigMap is written, and written again (with an event saying what
-// was found) when it is deleted or changed while the strategy is
-// remembered.
+// Resolve writes nothing (the objects come first), Keep writes its
+// ConfigMap, and writes it again (with an event saying what was found)
+// when it is deleted or changed while the strategy is remembered.
 func TestResolveCatalogVersion(t *testing.T) {
 	env := testenv.Get(t)
 	ctx := context.Background()
@@ -150,8 +150,18 @@ func TestResolveCatalogVersion(t *testing.T) {
 	}
 	key := client.ObjectKey{Namespace: ns, Name: strategy.ConfigMapName(cfg.ID)}
 	cm := &corev1.ConfigMap{}
+	if err := env.Client.Get(ctx, key, cm); !apierrors.IsNotFound(err) {
+		t.Fatalf("Resolve wrote the strategy ConfigMap (or the read failed: %v); it is Keep's, after the apply", err)
+	}
+	ref, err := s.Keep(ctx, kv, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := env.Client.Get(ctx, key, cm); err != nil {
-		t.Fatalf("the strategy ConfigMap was not written: %v", err)
+		t.Fatalf("Keep did not write the strategy ConfigMap: %v", err)
+	}
+	if ref == nil || ref.Name != cm.Name || ref.UID != cm.UID || ref.Kind != "ConfigMap" {
+		t.Errorf("Keep returned %+v; want the identity of ConfigMap %s (UID %s) for the inventory", ref, cm.Name, cm.UID)
 	}
 	if back, err := strategy.FromConfigMap(cm); err != nil || back.ID != cfg.ID || len(back.Objects) != len(res.Strategy.Objects) {
 		t.Fatalf("the ConfigMap does not hold the strategy: %v", err)
@@ -160,6 +170,9 @@ func TestResolveCatalogVersion(t *testing.T) {
 	if err != nil || again.Strategy != res.Strategy {
 		t.Errorf("a second Resolve rendered again (or failed: %v) instead of using the remembered strategy", err)
 	}
+	if _, err := s.Keep(ctx, kv, cfg); err != nil {
+		t.Fatal(err)
+	}
 	if evs := recordedEvents(rec); len(evs) != 0 {
 		t.Errorf("events while nothing was tampered with: %q", evs)
 	}
@@ -167,7 +180,7 @@ func TestResolveCatalogVersion(t *testing.T) {
 	if err := env.Client.Delete(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Resolve(ctx, kv, cfg); err != nil {
+	if _, err := s.Keep(ctx, kv, cfg); err != nil {
 		t.Fatal(err)
 	}
 	restored := &corev1.ConfigMap{}
@@ -183,7 +196,7 @@ func TestResolveCatalogVersion(t *testing.T) {
 	if err := env.Client.Patch(ctx, restored, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Resolve(ctx, kv, cfg); err != nil {
+	if _, err := s.Keep(ctx, kv, cfg); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.Client.Get(ctx, key, restored); err != nil || restored.Data[vocab.ManifestsKey] != cm.Data[vocab.ManifestsKey] {
@@ -208,6 +221,9 @@ func TestResolveInvalid(t *testing.T) {
 	res, err := s.Resolve(ctx, kv, cfg)
 	if err != nil || res.Strategy != nil || res.Invalid == nil || !strings.Contains(res.Invalid.Error(), "patches[0]") {
 		t.Fatalf("Resolve = %+v, %v; want Invalid naming patches[0]", res, err)
+	}
+	if ref, err := s.Keep(ctx, kv, cfg); ref != nil || err != nil {
+		t.Errorf("Keep of an invalid config = %+v, %v; want nothing written", ref, err)
 	}
 	var list corev1.ConfigMapList
 	if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
@@ -274,6 +290,10 @@ func TestResolveFromTheJob(t *testing.T) {
 	}
 	if again, _ := s.Resolve(ctx, kv, cfg); again.Strategy != res.Strategy || j.done != 1 {
 		t.Errorf("a second Resolve read the ConfigMap again instead of using the remembered strategy")
+	}
+	// The Job's ConfigMap is the Job's: Keep neither writes nor records it.
+	if ref, err := s.Keep(ctx, kv, cfg); ref != nil || err != nil {
+		t.Errorf("Keep of the Job's strategy = %+v, %v; want nothing", ref, err)
 	}
 
 	// A signed ConfigMap that does not read as the deployment's strategy

@@ -36,14 +36,17 @@ func (p crashPoint) spec(w *want) faultpoint.Spec {
 	return s
 }
 
-// Ten points of a fresh install (in apply order) and ten of an upgrade:
-// around the strategy ConfigMap write, after stages, inside stages, after
-// prune.
+// Eleven points of a fresh install (in the order a pass reaches them)
+// and eleven of an upgrade: after stages, around the strategy ConfigMap's
+// write (which follows the pass's apply: strategy:applied is the objects
+// of the first stage applied, the ConfigMap not yet encoded), inside
+// stages, after prune.
 var (
 	installPoints = []crashPoint{
+		{name: "stage:crds"},
+		{name: "strategy:applied"},
 		{name: "strategy:before-write"},
 		{name: "strategy:after-write"},
-		{name: "stage:crds"},
 		{half: stage.RBAC},
 		{name: "stage:certificates"},
 		{name: "stage:services"},
@@ -53,9 +56,10 @@ var (
 		{name: "pruned"},
 	}
 	upgradePoints = []crashPoint{
+		{name: "stage:crds"},
+		{name: "strategy:applied"},
 		{name: "strategy:before-write"},
 		{name: "strategy:after-write"},
-		{name: "stage:crds"},
 		{half: stage.RBAC},
 		{name: "stage:services"},
 		{name: "stage:virt-handler"},
@@ -73,8 +77,9 @@ var (
 // default chains the points (see TestKilledAtCrashPoints).
 const EachPointEnv = "VIRTOP_LONG_EACH_POINT"
 
-// The operator is killed with SIGKILL at 20 crash points, ten over a fresh
-// install of v1.5.0 and ten over an upgrade to v1.5.3, and restarted.
+// The operator is killed with SIGKILL at 22 crash points, eleven over a
+// fresh install of v1.5.0 and eleven over an upgrade to v1.5.3, and
+// restarted.
 //
 // By default the points of each rollout are chained: the operator starts
 // with the first point armed, dies there, restarts with the next one
