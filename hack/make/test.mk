@@ -60,9 +60,10 @@ test-envtest: tools ## Unit and envtest tests (real kube-apiserver and etcd), tw
 
 # Fuzz targets (go test -fuzz takes one target of one package at a time),
 # each run for $(FUZZTIME): the strategy decoder and signature, the
-# customizeComponents patches, the deployment config and the monitoring
-# tuning renderer. A failure leaves its input under the package's
-# testdata/fuzz/, where a plain `go test` replays it. Each target's output
+# customizeComponents patches, the strategy's YAML writer (against
+# yaml.v2), the deployment config and the monitoring tuning renderer. A
+# failure leaves its input under the package's testdata/fuzz/, where a
+# plain `go test` replays it. Each target's output
 # is kept in $(TEST_DIR)/fuzz/<package>.<target>.log.
 #
 # FUZZTIME is a count of executions, not a duration: Go 1.26's fuzzing
@@ -81,8 +82,8 @@ FUZZTIME ?= 5000x
 FUZZTIME_ALL ?= 200000x
 FUZZ_TIMEOUT ?= 10m
 FUZZ_TARGETS = ./internal/strategy:FuzzDecodeManifests ./internal/strategy:FuzzCheckSignature \
-	./internal/strategy:FuzzApplyPatch ./internal/config:FuzzFromKubeVirt ./internal/config:FuzzParse \
-	./internal/monitoring/tuning:FuzzRender
+	./internal/strategy:FuzzApplyPatch ./internal/strategy:FuzzYAMLWriterMatchesYAMLv2 \
+	./internal/config:FuzzFromKubeVirt ./internal/config:FuzzParse ./internal/monitoring/tuning:FuzzRender
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 5000 executions; make test-all 200000)

@@ -15,13 +15,13 @@ func Print(objs []client.Object, format string) ([]byte, error) {
 	switch format {
 	case "yaml":
 		var buf bytes.Buffer
+		y := getYAMLWriter()
+		defer putYAMLWriter(y)
 		for _, o := range objs {
-			b, err := EncodeObject(o)
-			if err != nil {
+			buf.WriteString("---\n")
+			if err := writeObject(&buf, y, o); err != nil {
 				return nil, err
 			}
-			buf.WriteString("---\n")
-			buf.Write(b)
 		}
 		return buf.Bytes(), nil
 	case "json":
