@@ -300,13 +300,30 @@ func BenchmarkRender(b *testing.B) {
 	}
 }
 
+// BenchmarkEncodeConfigMap encodes each release's strategy (VMExport on)
+// into its ConfigMap; raw-bytes is the YAML stream, encoded-bytes the
+// ConfigMap's data (gzip, base64).
 func BenchmarkEncodeConfigMap(b *testing.B) {
-	s := generateFor(b, withFeatureGates("VMExport"))
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := s.ConfigMap("kubevirt"); err != nil {
-			b.Fatal(err)
-		}
+	for _, v := range release.Versions() {
+		b.Run(v, func(b *testing.B) {
+			s := generateFor(b, func(kv *kvv1.KubeVirt) {
+				kv.Spec.ImageTag = v
+				withFeatureGates("VMExport")(kv)
+			})
+			raw, err := s.Manifests()
+			if err != nil {
+				b.Fatal(err)
+			}
+			var cm *corev1.ConfigMap
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if cm, err = s.ConfigMap("kubevirt"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(raw)), "raw-bytes")
+			b.ReportMetric(float64(len(cm.Data[vocab.ManifestsKey])), "encoded-bytes")
+		})
 	}
 }
 
