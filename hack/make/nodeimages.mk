@@ -49,6 +49,13 @@ node-images-vm: ## Build KubeVirt KUBEVIRT_RELEASE's virt-handler and virt-launc
 	@hack/tools/node-packages.sh --kubevirt-build
 	VIRTOP_TOOLS_DIR=$(TOOLS_DIR) KUBEVIRT_REGISTRY=$(KUBEVIRT_REGISTRY) hack/tools/kubevirt.sh $(KUBEVIRT_RELEASE) node
 
+# Boots a TCG guest inside the virt-launcher image node-images-vm built,
+# without Kubernetes (hack/tools/launcher-smoke.sh; root, Debian's mirror
+# for the guest's kernel and busybox the first time).
+.PHONY: launcher-smoke
+launcher-smoke: ## Boot a tiny VM with the virt-launcher image's virtqemud and QEMU (TCG), check its serial console (root; after node-images-vm)
+	VIRTOP_TOOLS_DIR=$(TOOLS_DIR) hack/tools/launcher-smoke.sh $(KUBEVIRT_RELEASE)
+
 .PHONY: node-packages
 node-packages: ## Install the real node's Debian packages when missing (containerd, runc, iptables, the CNI plugins; root)
 	@hack/tools/node-packages.sh

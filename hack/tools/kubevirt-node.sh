@@ -80,6 +80,25 @@ launcher_pkgs=(libvirt-daemon-driver-qemu libvirt-daemon-log libvirt-clients qem
 	passt swtpm-tools virtiofsd nftables procps xorriso ncat)
 handler_pkgs=(qemu-utils iproute2 nftables procps xorriso passt)
 build_pkgs=(libc6-dev libvirt-dev pkgconf)
+# What building virtqemud from Debian's libvirt source needs (see
+# build_virtqemud): meson's required programs (perl, python3, xmllint,
+# xsltproc), the libraries of the remote daemon and its RPC code, and
+# dpkg-dev for Debian's compiler flags, gettext (msgfmt: src/access/meson.build
+# runs it even with -Dnls=disabled), libnl (util/virnetdevbridge.c does
+# not compile on Linux without it; Debian builds with it).
+libvirt_build_pkgs=(dpkg-dev gcc meson ninja-build pkgconf perl python3 libxml2-utils xsltproc xz-utils patch gettext
+	libglib2.0-dev libgnutls28-dev libxml2-dev libtirpc-dev libjson-c-dev libsasl2-dev libnl-3-dev libnl-route-3-dev)
+# The meson options virtqemud is configured with: Debian's debian/rules
+# options that reach the daemon's own code (the remote daemon's
+# WITH_SASL, WITH_POLKIT; the QEMU driver and the daemons on; Debian's
+# directories), every other feature off. The daemon loads Debian's own
+# QEMU driver module (libvirt_driver_qemu.so, libvirt-daemon-driver-qemu)
+# and links Debian's libvirt0, so no other option changes what runs.
+virtqemud_meson=(--wrap-mode=nodownload --buildtype=plain --prefix=/usr --sysconfdir=/etc --localstatedir=/var
+	--libdir=lib/x86_64-linux-gnu --libexecdir=/usr/lib/libvirt -Drunstatedir=/run -Dinitconfdir=/etc/default
+	-Dauto_features=disabled -Dno_git=true -Ddriver_libvirtd=enabled -Ddriver_remote=enabled -Ddriver_qemu=enabled
+	-Djson_c=enabled -Dlibnl=enabled -Dsasl=enabled -Dpolkit=enabled -Dremote_default_mode=legacy -Dqemu_user=libvirt-qemu
+	-Dqemu_group=libvirt-qemu -Dinit_script=none -Ddocs=disabled -Dtests=disabled -Dnls=disabled -Drpath=disabled)
 # From Debian unstable, on top of ${SUITE} (see above).
 launcher_unstable=(libnbd0 libxml2-16)
 build_unstable=(libnbd0 libnbd-dev libxml2-16)
@@ -100,6 +119,7 @@ root_key() {
 	launcher) list="${launcher_pkgs[*]} unstable:${launcher_unstable[*]} qemu:${QEMU_ID}" ;;
 	handler) list="${handler_pkgs[*]} qemu:${QEMU_ID}" ;;
 	build) list="${build_pkgs[*]} unstable:${build_unstable[*]}" ;;
+	libvirt) list="${libvirt_build_pkgs[*]}" ;;
 	esac
 	echo "${SUITE}-${kind}-$(echo "${list} recipe:5" | sha256sum | cut -c1-12)"
 }
@@ -127,6 +147,7 @@ debian_root() {
 	launcher) pkgs=("${launcher_pkgs[@]}") unstable=("${launcher_unstable[@]}") ;;
 	handler) pkgs=("${handler_pkgs[@]}") ;;
 	build) pkgs=("${build_pkgs[@]}") unstable=("${build_unstable[@]}") ;;
+	libvirt) pkgs=("${libvirt_build_pkgs[@]}") ;;
 	esac
 	mkdir -p "${cache}/kubevirt-node-debian/debs"
 	rm -rf -- "${dir}"
@@ -184,6 +205,100 @@ debian_root() {
 	echo "made the ${kind} root in $((SECONDS - start))s: ${dir} ($(du -sh "${dir}" | cut -f1))"
 }
 
+# build_virtqemud VERSION: sets virtqemud_dir to a directory holding
+# usr/sbin/virtqemud built from Debian's libvirt source package at VERSION
+# (the launcher root's libvirt0), made when missing. Debian configures
+# libvirt with the QEMU driver and the daemons (debian/rules), so its
+# build compiles virtqemud, and then leaves it out of every package
+# (debian/not-installed); this builds that same daemon. The source is
+# Debian's: libvirt_<upstream>.orig.tar.xz and
+# libvirt_<VERSION>.debian.tar.xz from ${mirror}, checked against the
+# sha256 sums of the suite's signed Sources index (apt-helper), Debian's
+# patches (debian/patches/series) applied in order, Debian's compiler
+# flags (dpkg-buildflags, hardening=+bindnow as debian/rules), meson with
+# ${virtqemud_meson[*]}, and only the target src/virtqemud built. It
+# links libvirt.so.0 by its versioned symbols (LIBVIRT_PRIVATE_<upstream>),
+# which the launcher root's libvirt0 of the same version provides; with
+# bindnow a mismatch stops it at start (the launcher's smoke check).
+# Cached under <cache>/kubevirt-node-debian/virtqemud-<VERSION>-<key>.
+virtqemud_dir=""
+build_virtqemud() {
+	local version="$1" key dir broot work start entry directory upstream name sum files=() n
+	key="$(echo "${version} ${virtqemud_meson[*]} $(root_key libvirt) recipe:1" | sha256sum | cut -c1-12)"
+	dir="${cache}/kubevirt-node-debian/virtqemud-${version}-${key}"
+	virtqemud_dir="${dir}"
+	[[ -f "${dir}.done" ]] && return 0
+	debian_root libvirt
+	broot="${root_dir}"
+	start=${SECONDS}
+	work="$(mktemp -d "${cache}/kubevirt-node-debian/.virtqemud.XXXXXX")"
+	tmp_files+=("${work}")
+	# The build happens in the cached root's /build, removed afterwards
+	# with the source index, so the root stays as debian_root made it.
+	tmp_files+=("${broot}/build" "${broot}/etc/apt/sources.list.d/virtop-src.list")
+	rm -rf "${broot}/build"
+	mkdir -p "${broot}/build"
+	echo "deb-src ${mirror} ${SUITE} main" >"${broot}/etc/apt/sources.list.d/virtop-src.list"
+	echo "building virtqemud from Debian's libvirt ${version} source..."
+	in_root "${broot}" apt-get update -qq >"${work}/build.log" 2>&1 ||
+		die "apt-get update (deb-src) in the libvirt build root failed: $(tail -5 "${work}/build.log")"
+	# The source package's entry at exactly VERSION: its pool directory and
+	# its files' sha256 sums.
+	entry="$(in_root "${broot}" apt-cache showsrc libvirt | awk -v v="${version}" 'BEGIN {RS = ""; FS = "\n"}
+		{ for (i = 1; i <= NF; i++) if ($i == "Version: " v) { print; exit } }')"
+	directory="$(awk '/^Directory: /{print $2; exit}' <<<"${entry}")"
+	[[ -n "${directory}" ]] || die "Debian ${SUITE}'s Sources index at ${mirror} has no libvirt ${version} (the launcher root's libvirt0); the mirror has moved on: remove <cache>/kubevirt-node-debian to make the roots again"
+	# The .dsc is not needed (and some mirrors do not serve it): the
+	# tarballs are checked against the same signed index.
+	while read -r sum _ name; do
+		[[ "${name}" == *.orig.tar.* || "${name}" == *.debian.tar.* ]] || continue
+		[[ "${name}" == *.asc ]] && continue
+		files+=("${name}")
+		in_root "${broot}" /usr/lib/apt/apt-helper download-file "${mirror}/${directory}/${name}" "/build/${name}" "SHA256:${sum}" \
+			>>"${work}/build.log" 2>&1 || die "downloading ${mirror}/${directory}/${name} failed: $(tail -5 "${work}/build.log")"
+	done < <(awk '/^Checksums-Sha256:/{on=1; next} /^[^ ]/{on=0} on' <<<"${entry}")
+	[[ ${#files[@]} -eq 2 ]] || die "libvirt ${version}: want an orig and a debian tarball in the Sources index, found: ${files[*]}"
+	upstream="${version#*:}"
+	upstream="${upstream%-*}"
+	# Unpacked as dpkg-source does a 3.0 (quilt) package: the orig
+	# tarball, debian/ over it, the series applied in order.
+	in_root "${broot}" sh -ec '
+		cd /build
+		mkdir src
+		tar -xf libvirt_*.orig.tar.* -C src --strip-components=1
+		tar -xf libvirt_*.debian.tar.* -C src
+		cd src
+		if [ -f debian/patches/series ]; then
+			sed -e "s/#.*//" -e "/^[[:space:]]*\$/d" debian/patches/series | while read -r p opt; do
+				patch ${opt:--p1} --quiet --no-backup-if-mismatch -i "debian/patches/${p}"
+			done
+		fi' >>"${work}/build.log" 2>&1 || die "unpacking and patching libvirt ${version} failed: $(tail -5 "${work}/build.log")"
+	n="$(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "${broot}/build/src/debian/patches/series" 2>/dev/null | wc -l)"
+	echo "  libvirt ${version}: ${files[*]} (sha256 checked), ${n} Debian patches applied"
+	in_root "${broot}" sh -ec '
+		cd /build/src
+		eval "$(DEB_BUILD_MAINT_OPTIONS=hardening=+bindnow dpkg-buildflags --export=sh)"
+		meson setup /build/b "$@"
+		ninja -C /build/b -j"$(nproc)" src/virtqemud
+		strip --strip-unneeded -o /build/virtqemud /build/b/src/virtqemud' \
+		sh "${virtqemud_meson[@]}" "-Dpackager=Debian (virtqemud rebuilt by virtop's kubevirt-node.sh)" \
+		"-Dpackager_version=${version}" >>"${work}/build.log" 2>&1 ||
+		die "building virtqemud from libvirt ${version} failed: $(tail -20 "${work}/build.log")"
+	mkdir -p "${work}/out/usr/sbin"
+	install -m 0755 "${broot}/build/virtqemud" "${work}/out/usr/sbin/virtqemud"
+	cp "${work}/build.log" "${work}/out/build.log"
+	rm -rf "${broot}/build" "${broot}/etc/apt/sources.list.d/virtop-src.list" "${broot}/var/lib/apt/lists/"*
+	rm -rf -- "${dir}"
+	mv -f "${work}/out" "${dir}"
+	touch "${dir}.done"
+	local old
+	for old in "${cache}/kubevirt-node-debian/virtqemud-"*.done; do
+		[[ -e "${old}" && "${old}" != "${dir}.done" ]] || continue
+		rm -rf -- "${old%.done}" "${old}"
+	done
+	echo "built virtqemud ${version} in $((SECONDS - start))s: ${dir}/usr/sbin/virtqemud"
+}
+
 # add_qemu_user ROOT HOME: upstream's qemu user and group (107), which
 # qemu.conf names and the launcher image runs as.
 add_qemu_user() {
@@ -218,8 +333,13 @@ build_node() {
 	local rel="$1" dir tarball work src epoch date commit ldflags start bin broot lroot hroot stage t
 	[[ "${rel}" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "release ${rel}: want vMAJOR.MINOR.PATCH"
 	dir="${cache}/kubevirt-${rel}"
+	# The recipe the images were made by: images of an older one (say,
+	# without virtqemud) are made again.
+	local recipe
+	recipe="$(root_key launcher) $(root_key handler) virtqemud:$(echo "${virtqemud_meson[*]} $(root_key libvirt)" | sha256sum | cut -c1-12) node:1"
 	if archive_names "${dir}/images/virt-handler.tar" "${registry}/virt-handler:${rel}" &&
-		archive_names "${dir}/images/virt-launcher.tar" "${registry}/virt-launcher:${rel}"; then
+		archive_names "${dir}/images/virt-launcher.tar" "${registry}/virt-launcher:${rel}" &&
+		[[ "$(cat "${dir}/images/node-recipe" 2>/dev/null)" == "${recipe}" ]]; then
 		echo "cached: ${dir}/images/virt-handler.tar, virt-launcher.tar as ${registry}/<component>:${rel}"
 		return 0
 	fi
@@ -244,6 +364,12 @@ build_node() {
 	debian_root handler
 	hroot="${root_dir}"
 	echo "Debian roots ready in $((SECONDS - start))s"
+	local libvirt_version qemu_driver_version
+	libvirt_version="$(awk '$1 == "libvirt0" {print $2}' "${lroot}.packages")"
+	qemu_driver_version="$(awk '$1 == "libvirt-daemon-driver-qemu" {print $2}' "${lroot}.packages")"
+	[[ -n "${libvirt_version}" && "${libvirt_version}" == "${qemu_driver_version}" ]] ||
+		die "the launcher root's libvirt0 (${libvirt_version}) and libvirt-daemon-driver-qemu (${qemu_driver_version}) differ"
+	build_virtqemud "${libvirt_version}"
 
 	mkdir -p "${dir}/node-bin" "${dir}/images"
 	work="$(mktemp -d "${cache}/.kubevirt-node-${rel}.XXXXXX")"
@@ -297,6 +423,7 @@ build_node() {
 		"${bin}/virt-probe" "${bin}/virt-tail" "${bin}/container-disk" "${bin}/libvirt-hook-client" \
 		"${src}/cmd/virt-launcher/node-labeller/node-labeller.sh"
 	setcap cap_net_bind_service=+ep "${stage}/usr/bin/virt-launcher-monitor"
+	install -m 0755 "${virtqemud_dir}/usr/sbin/virtqemud" "${stage}/usr/sbin/virtqemud"
 	install -m 0644 -t "${stage}/etc/libvirt" "${src}/cmd/virt-launcher/qemu.conf" "${src}/cmd/virt-launcher/virtqemud.conf"
 	install -m 0644 "${src}/cmd/virt-launcher/nsswitch.conf" "${stage}/etc/nsswitch.conf"
 	install -d -m 0755 "${stage}/etc/libvirt/hooks" "${stage}/usr/lib64/qemu-kvm"
@@ -309,9 +436,9 @@ build_node() {
 	smoke "${stage}" "QEMU emulator version" qemu-system-x86_64 -accel tcg -version
 	smoke "${stage}" "qemu-img version" qemu-img --version
 	smoke "${stage}" "virtlogd (libvirt)" /usr/sbin/virtlogd --version
-	local libvirt_version
-	libvirt_version="$(awk '$1 == "libvirt0" {print $2}' "${lroot}.packages")"
 	smoke "${stage}" "${libvirt_version%%-*}" virsh --version
+	# Bound at start (bindnow): every libvirt.so.0 symbol it uses resolves.
+	smoke "${stage}" "virtqemud (libvirt) ${libvirt_version%%-*}" /usr/sbin/virtqemud --version
 	smoke "${stage}" "--qemu-timeout" /usr/bin/virt-launcher --help
 	# container-disk has no help: it runs and refuses the option.
 	smoke "${stage}" "unrecognized option" /usr/bin/container-disk --help
@@ -338,6 +465,7 @@ build_node() {
 	for t in virt-handler virt-launcher; do
 		echo "  ${dir}/images/${t}.tar: $(du -h "${dir}/images/${t}.tar" | cut -f1)"
 	done
+	echo "${recipe}" >"${dir}/images/node-recipe"
 	echo "packed virt-handler and virt-launcher ${rel} in $((SECONDS - start))s"
 }
 

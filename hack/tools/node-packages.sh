@@ -12,9 +12,11 @@
 # (virt-handler, virt-launcher: hack/tools/kubevirt-node.sh) needs instead:
 # debootstrap (their Debian root file systems), gcc and libc6-dev (cgo for
 # virt-handler's <linux/kvm.h>, virt-launcher against the root's libvirt,
-# the static container-disk), pkg-config (libvirt's and libnbd's flags) and
+# the static container-disk), pkg-config (libvirt's and libnbd's flags),
 # libcap2-bin (setcap: virt-launcher-monitor's capability, as upstream's
-# image carries it). libvirt-dev and libnbd-dev are not installed here:
+# image carries it), cpio (the smoke guest's initramfs,
+# hack/tools/smoke-guest.sh) and unshare (hack/tools/launcher-smoke.sh).
+# libvirt-dev and libnbd-dev are not installed here:
 # virt-launcher is linked against the Debian root's own.
 #
 # Usage: hack/tools/node-packages.sh [--kubevirt-build]   (root, with
@@ -24,7 +26,7 @@ set -euo pipefail
 declare -A pkg_of=([containerd]=containerd [runc]=runc [iptables]=iptables [containerd-shim-runc-v2]=containerd [prometheus]=prometheus)
 what="the real node"
 if [ "${1:-}" = --kubevirt-build ]; then
-	pkg_of=([debootstrap]=debootstrap [gcc]=gcc [pkg-config]=pkgconf [setcap]=libcap2-bin [chroot]=coreutils)
+	pkg_of=([debootstrap]=debootstrap [gcc]=gcc [pkg-config]=pkgconf [setcap]=libcap2-bin [chroot]=coreutils [cpio]=cpio [unshare]=util-linux)
 	what="building KubeVirt's node images"
 elif [ $# -gt 0 ]; then
 	echo "usage: hack/tools/node-packages.sh [--kubevirt-build]" >&2
