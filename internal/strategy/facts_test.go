@@ -81,6 +81,14 @@ var v153Objects = map[string][]string{
 
 // generateFor renders v1.5.3, whose facts this file holds, unless mutate
 // names another version.
+// atRelease is generateFor's mutation for release v with VMExport on.
+func atRelease(v string) func(*kvv1.KubeVirt) {
+	return func(kv *kvv1.KubeVirt) {
+		kv.Spec.ImageTag = v
+		withFeatureGates("VMExport")(kv)
+	}
+}
+
 func generateFor(t testing.TB, mutate func(*kvv1.KubeVirt)) *Strategy {
 	t.Helper()
 	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: "kubevirt"}}

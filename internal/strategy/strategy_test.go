@@ -306,10 +306,7 @@ func BenchmarkRender(b *testing.B) {
 func BenchmarkEncodeConfigMap(b *testing.B) {
 	for _, v := range release.Versions() {
 		b.Run(v, func(b *testing.B) {
-			s := generateFor(b, func(kv *kvv1.KubeVirt) {
-				kv.Spec.ImageTag = v
-				withFeatureGates("VMExport")(kv)
-			})
+			s := generateFor(b, atRelease(v))
 			raw, err := s.Manifests()
 			if err != nil {
 				b.Fatal(err)
@@ -332,10 +329,7 @@ func BenchmarkEncodeConfigMap(b *testing.B) {
 func BenchmarkRenderEachRelease(b *testing.B) {
 	for _, v := range release.Versions() {
 		b.Run(v, func(b *testing.B) {
-			mutate := func(kv *kvv1.KubeVirt) {
-				kv.Spec.ImageTag = v
-				withFeatureGates("VMExport")(kv)
-			}
+			mutate := atRelease(v)
 			generateFor(b, mutate)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

@@ -15,7 +15,6 @@ import (
 	yamlv2 "go.yaml.in/yaml/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/release"
 )
 
@@ -133,10 +132,7 @@ func firstDifference(want, got []byte) string {
 func TestYAMLWriterEveryRelease(t *testing.T) {
 	for _, v := range release.Versions() {
 		t.Run(v, func(t *testing.T) {
-			s := generateFor(t, func(kv *kvv1.KubeVirt) {
-				kv.Spec.ImageTag = v
-				withFeatureGates("VMExport")(kv)
-			})
+			s := generateFor(t, atRelease(v))
 			for _, o := range s.Objects {
 				m, err := objectDocument(o)
 				if err != nil {
