@@ -135,6 +135,22 @@ func (s *Strategy) ConfigMap(namespace string) (*corev1.ConfigMap, error) {
 	}, nil
 }
 
+// writeStream writes objs as one multi-document YAML stream, each
+// document after "---\n" (Print's "yaml" and the ConfigMap's data).
+func writeStream(w io.Writer, objs []client.Object) error {
+	y := getYAMLWriter()
+	defer putYAMLWriter(y)
+	for _, o := range objs {
+		if _, err := io.WriteString(w, "---\n"); err != nil {
+			return err
+		}
+		if err := writeObject(w, y, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // manifestsDataPerObject sizes the ConfigMap data up front: the catalog's
 // strategies take 2.3 KiB (v1.9.0: 250 objects, 585 kB) to 2.9 KiB (v1.5.0:
 // 161 objects, 476 kB) of gzipped, base64-encoded YAML per object, so none
@@ -166,15 +182,8 @@ func (s *Strategy) manifestsData() (string, error) {
 	}()
 	gz.Reset(b64)
 	bw := bufio.NewWriterSize(gz, 32<<10)
-	y := getYAMLWriter()
-	defer putYAMLWriter(y)
-	for _, o := range s.Objects {
-		if _, err := bw.WriteString("---\n"); err != nil {
-			return "", err
-		}
-		if err := writeObject(bw, y, o); err != nil {
-			return "", err
-		}
+	if err := writeStream(bw, s.Objects); err != nil {
+		return "", err
 	}
 	if err := bw.Flush(); err != nil {
 		return "", err

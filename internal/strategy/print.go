@@ -15,13 +15,8 @@ func Print(objs []client.Object, format string) ([]byte, error) {
 	switch format {
 	case "yaml":
 		var buf bytes.Buffer
-		y := getYAMLWriter()
-		defer putYAMLWriter(y)
-		for _, o := range objs {
-			buf.WriteString("---\n")
-			if err := writeObject(&buf, y, o); err != nil {
-				return nil, err
-			}
+		if err := writeStream(&buf, objs); err != nil {
+			return nil, err
 		}
 		return buf.Bytes(), nil
 	case "json":
