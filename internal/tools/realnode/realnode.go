@@ -11,6 +11,17 @@
 // directory). No route leaves the cluster's namespace, so a pod's dial to any
 // address outside the bridge fails at once.
 //
+// The node is also a machine of its own, as far as its pods can tell: its
+// processes run in a PID namespace and a mount namespace the node creates
+// (see sandbox.go), whose first process stands for the machine's init. A
+// pod with hostPID sees the node's processes and nothing else of this
+// machine, its /proc/1/root is the node's root, and the paths a node agent
+// assumes (/var/lib/kubelet, /run/kubevirt, /var/lib/cni, /var/log) are the
+// node's own directories, bound over the machine's in the node's mount
+// namespace only. Mounts made on the node (volumes, pod network
+// namespaces, anything a privileged pod mounts) stay in that namespace and
+// vanish with it.
+//
 // Everything the node owns lives under its directory (Node.Dir): containerd's
 // root and state, kubelet's root, CNI configuration and IPAM data, the
 // processes' pidfiles and logs. Its cgroups live under a root of their own
@@ -52,14 +63,6 @@ const SandboxImage = "registry.k8s.io/pause:3.10"
 // NoProxy is the proxy containerd sends registry requests to: loopback's
 // discard port, where nothing listens.
 const NoProxy = "http://127.0.0.1:9"
-
-// ContainerLogLinks is where kubelet links containers' logs (not
-// configurable).
-const ContainerLogLinks = "/var/log/containers"
-
-// CNICache is where libcni caches results (not configurable through
-// containerd 1.6's CRI plugin).
-const CNICache = "/var/lib/cni/results"
 
 // Node is one real node.
 type Node struct {
@@ -121,8 +124,8 @@ func (n *Node) Log(process string) string { return n.path("logs", process+".log"
 
 func (n *Node) pidfile(process string) string { return n.path("pids", process+".pid") }
 
-// processes in start order.
-var processes = []string{"containerd", "kubelet", "kube-proxy"}
+// processes in start order: the node's init first (sandbox.go).
+var processes = []string{initProcess, "containerd", "kubelet", "kube-proxy"}
 
 // EnsureNetwork creates the pod network's bridge in the cluster's network
 // namespace with the gateway address, if it is not there. The API server
@@ -269,6 +272,9 @@ func (n *Node) Start(ctx context.Context, out io.Writer, t Tools) error {
 	if err := n.writeConfigs(t); err != nil {
 		return err
 	}
+	if err := n.ensureSandbox(ctx); err != nil {
+		return err
+	}
 	if _, ok := n.pid("containerd"); !ok {
 		// Every image is imported: a pull of a missing one must not even
 		// ask the machine's DNS server for the registry's address, so
@@ -375,22 +381,35 @@ func (n *Node) kubeletArgs() []string {
 		"--hostname-override", n.Name,
 		"--node-ip", n.Gateway(),
 		"--node-labels", strings.Join(slices.Sorted(slices.Values(labels)), ","),
-		"--root-dir", n.path("kubelet"),
-		"--cert-dir", n.path("kubelet", "pki"),
+		"--root-dir", KubeletRoot,
+		"--cert-dir", KubeletRoot + "/pki",
 		"--v", "1",
 	}
 }
 
-// startProcess starts one of the node's processes inside the cluster's
-// network namespace, in its own session, logging to its log and writing its
-// pidfile.
+// startProcess starts one of the node's processes inside the node's
+// namespaces (its init's PID and mount namespaces, the cluster's network
+// namespace), in its own session, logging to its log and writing its
+// pidfile with the process's own PID as this machine sees it.
 func (n *Node) startProcess(name, bin string, env []string, args ...string) error {
+	initPID, ok := n.initPID()
+	if !ok {
+		return fmt.Errorf("starting the real node's %s: the node's init is not running", name)
+	}
+	cmd := exec.Command("nsenter", append([]string{"--target", strconv.Itoa(initPID), "--pid", "--mount", "--net", "--wd=" + n.Dir, "--", bin}, args...)...)
+	return n.spawn(name, cmd, env, true)
+}
+
+// spawn starts cmd in its own session with the node's environment, logging
+// to name's log. The pidfile gets cmd's PID, or with viaFork the PID of the
+// child cmd forks (nsenter forks to enter a PID namespace and waits for its
+// child; the child is the node's process).
+func (n *Node) spawn(name string, cmd *exec.Cmd, env []string, viaFork bool) error {
 	logf, err := os.OpenFile(n.Log(name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	cmd := n.NS.Command(bin, args...)
 	cmd.Dir = n.Dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	path := os.Getenv("PATH")
@@ -404,8 +423,17 @@ func (n *Node) startProcess(name, bin string, env []string, args ...string) erro
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting the real node's %s: %w", name, err)
 	}
-	go func() { _ = cmd.Wait() }()
-	return os.WriteFile(n.pidfile(name), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	pid := cmd.Process.Pid
+	if viaFork {
+		child, err := childOf(pid, exited, 10*time.Second)
+		if err != nil {
+			return fmt.Errorf("starting the real node's %s: %w; the end of %s:\n%s", name, err, n.Log(name), proc.Tail(n.Log(name), 10))
+		}
+		pid = child
+	}
+	return os.WriteFile(n.pidfile(name), []byte(strconv.Itoa(pid)+"\n"), 0o644)
 }
 
 // ensureCgroupRoot creates the node's cgroup root in every cgroup v1
@@ -483,6 +511,21 @@ func (n *Node) Stop(ctx context.Context, t Tools) error {
 			errs = append(errs, err)
 		}
 	}
+	// The init last: when it dies, whatever still runs in the node's PID
+	// namespace is killed with it, and the node's mount namespace (every
+	// volume, pod network namespace and mount a pod made) goes when its
+	// last process has.
+	// (unshare, the init's parent, ignores SIGTERM: the init is told first.)
+	if pid, ok := n.initPID(); ok {
+		if err := proc.Terminate(ctx, pid, 5*time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if pid, ok := n.pid(initProcess); ok {
+		if err := proc.Terminate(ctx, pid, 5*time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, pid := range n.leftovers() {
 		if err := proc.Terminate(ctx, pid, 5*time.Second); err != nil {
 			errs = append(errs, err)
@@ -493,29 +536,6 @@ func (n *Node) Stop(ctx context.Context, t Tools) error {
 	}
 	if err := n.removeCgroups(); err != nil {
 		errs = append(errs, err)
-	}
-	// libcni caches each attachment's result in /var/lib/cni/results (not
-	// configurable through containerd 1.6); a result names its pod's
-	// network namespace, under Dir.
-	if files, err := os.ReadDir(CNICache); err == nil {
-		for _, f := range files {
-			p := filepath.Join(CNICache, f.Name())
-			if raw, err := os.ReadFile(p); err == nil && strings.Contains(string(raw), n.Dir+"/") {
-				_ = os.Remove(p)
-			}
-		}
-		_ = os.Remove(CNICache)
-		_ = os.Remove(filepath.Dir(CNICache))
-	}
-	// kubelet links each container's log into /var/log/containers (a fixed
-	// path); the links into Dir go with it.
-	if links, err := os.ReadDir(ContainerLogLinks); err == nil {
-		for _, l := range links {
-			p := filepath.Join(ContainerLogLinks, l.Name())
-			if target, err := os.Readlink(p); err == nil && strings.HasPrefix(target, n.Dir+"/") {
-				_ = os.Remove(p)
-			}
-		}
 	}
 	// The bridge, the pods' veths and kube-proxy's rules go with the
 	// cluster's namespace, which the cluster removes.
