@@ -257,7 +257,10 @@ func runnable(tag name.Tag, c runConfig, layers ...v1.Layer) (v1.Image, error) {
 	cf.OS = "linux"
 	cf.Created = v1.Time{Time: c.Created}
 	cf.Config.User = c.User
-	cf.Config.Entrypoint = []string{c.Entrypoint}
+	cf.Config.Entrypoint = nil
+	if c.Entrypoint != "" {
+		cf.Config.Entrypoint = []string{c.Entrypoint}
+	}
 	cf.Config.WorkingDir = "/"
 	cf.Config.Env = []string{PeerPATH}
 	labels := map[string]string{

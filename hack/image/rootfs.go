@@ -36,7 +36,9 @@ type RootfsOptions struct {
 	// Name is the image's name, REGISTRY/REPOSITORY:TAG, fully qualified.
 	Name string
 	// Entrypoint is the absolute path of the command the image runs; it
-	// must be an executable file (or a symlink to one) inside Root.
+	// must be an executable file (or a symlink to one) inside Root. Empty
+	// for an image of files only (a kernel for KubeVirt's kernel boot,
+	// which runs a binary of its own in it).
 	Entrypoint string
 	// User is the image config's User: a numeric "UID" or "UID:GID"; root
 	// (0) is allowed (virt-handler's image runs as root).
@@ -54,7 +56,7 @@ func rootfsMain(args []string) error {
 	var labels multiFlag
 	root := fs.String("root", "", "the directory that becomes the image's / (owned as it will be in the image: run as root)")
 	imageName := fs.String("name", "", "the image's name, REGISTRY/REPOSITORY:TAG, fully qualified")
-	entrypoint := fs.String("entrypoint", "", "absolute path, inside the root, of the command the image runs")
+	entrypoint := fs.String("entrypoint", "", "absolute path, inside the root, of the command the image runs (none: an image of files only)")
 	user := fs.String("user", "", "the user the image runs as: UID or UID:GID, numeric (0 allowed)")
 	arch := fs.String("arch", runtime.GOARCH, "the image's architecture: amd64, arm64 or s390x")
 	fs.Var(&labels, "label", "KEY=VALUE added to the image config's labels (repeat)")
@@ -63,8 +65,8 @@ func rootfsMain(args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *root == "" || *imageName == "" || *entrypoint == "" || *user == "" || *output == "" {
-		return usageError("rootfs: -root, -name, -entrypoint, -user and -output are required")
+	if *root == "" || *imageName == "" || *user == "" || *output == "" {
+		return usageError("rootfs: -root, -name, -user and -output are required")
 	}
 	o := RootfsOptions{Root: *root, Name: *imageName, Entrypoint: *entrypoint, User: *user, Arch: *arch, Labels: map[string]string{}}
 	for _, l := range labels {
@@ -296,6 +298,9 @@ func (o RootfsOptions) check() (name.Tag, error) {
 		return none, fmt.Errorf("root: %w", err)
 	} else if !fi.IsDir() {
 		return none, fmt.Errorf("root %s is not a directory", o.Root)
+	}
+	if o.Entrypoint == "" {
+		return tag, nil
 	}
 	if !path.IsAbs(o.Entrypoint) || path.Clean(o.Entrypoint) != o.Entrypoint || o.Entrypoint == "/" {
 		return none, fmt.Errorf("entrypoint %q: want a clean absolute path", o.Entrypoint)

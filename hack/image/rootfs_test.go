@@ -46,6 +46,60 @@ func rootfsTree(t *testing.T, root string) bool {
 	return err == nil
 }
 
+// An image of files only (a kernel and initramfs for KubeVirt's kernel
+// boot): no entrypoint in its config, the files as they were.
+func TestRootfsFilesOnly(t *testing.T) {
+	arch := hostArch(t)
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "boot"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "boot", "vmlinuz"), []byte("kernel"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "img.tar")
+	code, stderr := runImage(t, "rootfs", "-root", root, "-name", "registry.virtop.dev/virtop-guest:6.12", "-user", "107",
+		"-arch", arch, "-source-date-epoch", "0", "-output", out)
+	if code != 0 {
+		t.Fatalf("image rootfs without -entrypoint: exit %d: %s", code, stderr)
+	}
+	img, err := tarball.ImageFromPath(out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cf.Config.Entrypoint) != 0 || cf.Config.User != "107" {
+		t.Errorf("config: entrypoint %q user %q, want none and 107", cf.Config.Entrypoint, cf.Config.User)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("layers: %d, %v", len(layers), err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	found := false
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		if strings.TrimPrefix(h.Name, "./") == "boot/vmlinuz" {
+			b, _ := io.ReadAll(tr)
+			found = string(b) == "kernel"
+		}
+	}
+	if !found {
+		t.Error("boot/vmlinuz is not in the layer with its content")
+	}
+}
+
 func TestRootfsRoundTrip(t *testing.T) {
 	arch := hostArch(t)
 	if os.Geteuid() != 0 {
@@ -159,7 +213,7 @@ func TestRootfsRefusesBadInput(t *testing.T) {
 		want string
 	}{
 		{"no root", []string{"-name", "quay.io/kubevirt/virt-launcher:v1.9.0", "-entrypoint", "/usr/bin/launcher", "-user", "107"},
-			"-root, -name, -entrypoint, -user and -output are required"},
+			"-root, -name, -user and -output are required"},
 		{"missing entrypoint", []string{"-root", good, "-name", "quay.io/kubevirt/virt-launcher:v1.9.0", "-entrypoint", "/usr/bin/virt-launcher", "-user", "107"},
 			"entrypoint /usr/bin/virt-launcher: not in the root"},
 		{"entrypoint not executable", []string{"-root", good, "-name", "quay.io/kubevirt/virt-launcher:v1.9.0", "-entrypoint", "/etc/passwd", "-user", "107"},
