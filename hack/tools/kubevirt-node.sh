@@ -336,7 +336,7 @@ build_node() {
 	# The recipe the images were made by: images of an older one (say,
 	# without virtqemud) are made again.
 	local recipe
-	recipe="$(root_key launcher) $(root_key handler) virtqemud:$(echo "${virtqemud_meson[*]} $(root_key libvirt)" | sha256sum | cut -c1-12) node:1"
+	recipe="$(root_key launcher) $(root_key handler) virtqemud:$(echo "${virtqemud_meson[*]} $(root_key libvirt)" | sha256sum | cut -c1-12) node:4"
 	if archive_names "${dir}/images/virt-handler.tar" "${registry}/virt-handler:${rel}" &&
 		archive_names "${dir}/images/virt-launcher.tar" "${registry}/virt-launcher:${rel}" &&
 		[[ "$(cat "${dir}/images/node-recipe" 2>/dev/null)" == "${recipe}" ]]; then
@@ -426,7 +426,16 @@ build_node() {
 	install -m 0755 "${virtqemud_dir}/usr/sbin/virtqemud" "${stage}/usr/sbin/virtqemud"
 	install -m 0644 -t "${stage}/etc/libvirt" "${src}/cmd/virt-launcher/qemu.conf" "${src}/cmd/virt-launcher/virtqemud.conf"
 	install -m 0644 "${src}/cmd/virt-launcher/nsswitch.conf" "${stage}/etc/nsswitch.conf"
-	install -d -m 0755 "${stage}/etc/libvirt/hooks" "${stage}/usr/lib64/qemu-kvm"
+	# The libvirt client connects to virtqemud's own socket, as in upstream's
+	# image (CentOS Stream's libvirt is built with remote_default_mode=direct;
+	# Debian's with legacy, libvirtd's socket, which nothing serves here):
+	# node-labeller.sh runs virsh with no URI.
+	printf '%s\n' '# virtop: the client talks to virtqemud directly, as upstream'"'"'s image does' \
+		'uri_default = "qemu:///system"' 'remote_mode = "direct"' >>"${stage}/etc/libvirt/libvirt.conf"
+	install -d -m 0755 "${stage}/usr/lib64/qemu-kvm"
+	# qemu's: virt-launcher (user qemu) replaces the hook with a link to
+	# libvirt-hook-client at start (upstream's qemu-hook-tar, owner 107).
+	install -d -m 0755 -o "${QEMU_ID}" -g "${QEMU_ID}" "${stage}/etc/libvirt/hooks"
 	install -m 0755 -o "${QEMU_ID}" -g "${QEMU_ID}" "${src}/cmd/virt-launcher/qemu" "${stage}/etc/libvirt/hooks/qemu"
 	# virt-handler reads the launcher's sockets through /proc/<pid>/root:
 	# /var/run must be relative (upstream's var-run-symlink-tar).
@@ -442,8 +451,16 @@ build_node() {
 	smoke "${stage}" "--qemu-timeout" /usr/bin/virt-launcher --help
 	# container-disk has no help: it runs and refuses the option.
 	smoke "${stage}" "unrecognized option" /usr/bin/container-disk --help
+	# The image's user: qemu from v1.9.0 (upstream's d1b19fbd7a, "set default
+	# user to 107 in container image"; that release's DaemonSet runs the
+	# node labeller with runAsUser 0), root before (the labeller, run with
+	# the image's user, changes /dev/kvm's mode).
+	local launcher_user=0
+	if [[ "$(printf '%s\n' v1.9.0 "${rel}" | sort -V | head -1)" == v1.9.0 ]]; then
+		launcher_user="${QEMU_ID}"
+	fi
 	"${image_tool}" rootfs -root "${stage}" -name "${registry}/virt-launcher:${rel}" -entrypoint /usr/bin/virt-launcher \
-		-user "${QEMU_ID}" -source-date-epoch "${epoch}" "${labels[@]}" \
+		-user "${launcher_user}" -source-date-epoch "${epoch}" "${labels[@]}" \
 		-label "org.opencontainers.image.description=KubeVirt virt-launcher ${rel} built from source on Debian ${SUITE}'s QEMU and libvirt by virtop's hack/tools/kubevirt-node.sh (a test peer, not the published image)" \
 		-output "${dir}/images/virt-launcher.tar" || die "packing virt-launcher ${rel} failed"
 

@@ -7,11 +7,18 @@
 #   virtop-guest-ok
 # (and the guest's uptime) on the console and powers the machine off.
 # Boot it with direct kernel boot and console=ttyS0: what a VM with no disk
-# needs to show it ran (hack/tools/launcher-smoke.sh). Nothing is
-# downloaded when the guest is used.
+# needs to show it ran (hack/tools/launcher-smoke.sh). With virtop.stay on
+# the kernel's command line it stays up instead: a line
+#   virtop-guest-alive <uptime>
+# every 10 seconds, and a shell on the console (a KubeVirt VM's guest,
+# reached with virtctl console). Nothing is downloaded when the guest is
+# used.
 #
-# Writes <cache>/kubevirt-node-debian/guest-<kernel version>/{vmlinuz,initrd.img,packages}
-# and prints that directory on its last line; a second run reuses it.
+# Writes <cache>/kubevirt-node-debian/guest-<kernel version>-r<recipe>/
+# {vmlinuz,initrd.img,packages} and guest-image.tar, the same two files as
+# a container image for KubeVirt's kernel boot (boot/vmlinuz,
+# boot/initrd.img; named GUEST_IMAGE:<kernel version, + as ->), and prints that
+# directory on its last line; a second run reuses it.
 #
 # Needs apt-get, dpkg-deb and cpio on this machine and Debian's archive
 # keyring (Debian ${SUITE}'s key: debian-archive-keyring) and
@@ -29,6 +36,10 @@ cache="${VIRTOP_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/virtop/tools}"
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 # The line the guest prints; launcher-smoke.sh looks for it.
 GUEST_OK=virtop-guest-ok
+# The guest image's name (a tag for the kernel version is added).
+GUEST_IMAGE="${GUEST_IMAGE:-registry.virtop.dev/virtop-guest}"
+# What the guest is made by: a guest of an older recipe is made again.
+RECIPE=2
 
 # shellcheck source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -64,8 +75,8 @@ apt-get update -qq >"${work}/apt.log" 2>&1 || die "apt-get update (Debian ${SUIT
 kpkg="$(apt-cache depends linux-image-cloud-amd64 | awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ {print $2; exit}')"
 [[ -n "${kpkg}" ]] || die "linux-image-cloud-amd64 in Debian ${SUITE} names no kernel package"
 kver="$(apt-cache show --no-all-versions "${kpkg}" | awk '/^Version: /{print $2; exit}')"
-dir="${cache}/kubevirt-node-debian/guest-${kpkg#linux-image-}-${kver}"
-if [[ -f "${dir}/initrd.img" && -f "${dir}/vmlinuz" ]]; then
+dir="${cache}/kubevirt-node-debian/guest-${kpkg#linux-image-}-${kver}-r${RECIPE}"
+if [[ -f "${dir}/initrd.img" && -f "${dir}/vmlinuz" && -f "${dir}/guest-image.tar" ]]; then
 	echo "cached: ${dir}"
 	echo "${dir}"
 	exit 0
@@ -90,7 +101,7 @@ for p in usr/bin/busybox bin/busybox; do
 done
 [[ -n "${bb}" ]] || die "busybox-static holds no busybox ELF binary at usr/bin or bin: $(cd "${work}/busybox" && find . -name busybox)"
 install -m 0755 "${bb}" "${ir}/bin/busybox"
-for a in sh mount cat echo poweroff sleep; do ln -s busybox "${ir}/bin/${a}"; done
+for a in sh mount cat echo poweroff sleep grep cut setsid ls ps uname; do ln -s busybox "${ir}/bin/${a}"; done
 mknod -m 0600 "${ir}/dev/console" c 5 1
 mknod -m 0666 "${ir}/dev/null" c 1 3
 cat >"${ir}/init" <<EOF
@@ -99,6 +110,12 @@ cat >"${ir}/init" <<EOF
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 echo "${GUEST_OK}: \$(cat /proc/sys/kernel/osrelease), uptime \$(cat /proc/uptime)"
+if grep -qw virtop.stay /proc/cmdline; then
+	# A VM's guest: alive lines, and a shell on the console for whoever
+	# attaches (respawned when it exits).
+	(while :; do sleep 10; echo "virtop-guest-alive \$(cut -d' ' -f1 /proc/uptime)"; done) &
+	while :; do setsid sh -c 'exec sh </dev/console >/dev/console 2>&1'; done
+fi
 poweroff -f
 # Not reached unless ACPI power-off failed: panic (the kernel's panic= reboots).
 exit 1
@@ -109,6 +126,19 @@ mkdir -p "${work}/out"
 install -m 0644 "${work}/kernel/boot/vmlinuz-"* "${work}/out/vmlinuz"
 install -m 0644 "${work}/initrd.img" "${work}/out/initrd.img"
 for d in "${work}/debs/"*.deb; do dpkg-deb -f "${d}" Package Version | paste -sd' ' | sed 's/Package: //; s/ Version: / /'; done >"${work}/out/packages"
+# The image for KubeVirt's kernel boot: the two files under boot/, nothing
+# else (virt-controller runs the container-disk binary in it, from the
+# launcher's image).
+mkdir -p "${work}/image-root/boot"
+cp "${work}/out/vmlinuz" "${work}/out/initrd.img" "${work}/image-root/boot/"
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# A tag allows no '+': 6.12.117+deb13-cloud-amd64 is tagged 6.12.117-deb13-cloud-amd64.
+tag="$(echo "${kpkg#linux-image-}" | tr '+~' '--')"
+(cd "${repo}/hack/image" && "${GO:-go}" build -trimpath -o "${work}/image" .) || die "building hack/image failed"
+"${work}/image" rootfs -root "${work}/image-root" -name "${GUEST_IMAGE}:${tag}" -user 107 -source-date-epoch 0 \
+	-label "org.opencontainers.image.description=virtop's tiny guest for KubeVirt kernel boot: Debian's ${kpkg} ${kver} and busybox-static (hack/tools/smoke-guest.sh)" \
+	-output "${work}/out/guest-image.tar" || die "packing the guest image failed"
+echo "${GUEST_IMAGE}:${tag}" >"${work}/out/image-name"
 rm -rf -- "${dir}"
 mv "${work}/out" "${dir}"
 echo "made the smoke guest in $((SECONDS - start))s: $(paste -sd, "${dir}/packages"), $(du -sh "${dir}" | cut -f1)"
