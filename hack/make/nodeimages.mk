@@ -45,9 +45,10 @@ node-images-operator: ## Write virtop's operator image for linux/NODE_ARCH as a 
 # Not part of node-images, make demo or CI: it needs root and Debian's
 # mirror, and costs minutes and a few hundred MB (docs/node-images.md).
 .PHONY: node-images-vm
-node-images-vm: ## Build KubeVirt KUBEVIRT_RELEASE's virt-handler and virt-launcher images from source on Debian's QEMU and libvirt (root; hack/tools/kubevirt-node.sh)
+node-images-vm: ## Build KubeVirt KUBEVIRT_RELEASE's virt-handler and virt-launcher images from source on Debian's QEMU and libvirt, and the VMs' guest (root; hack/tools/kubevirt-node.sh, smoke-guest.sh)
 	@hack/tools/node-packages.sh --kubevirt-build
 	VIRTOP_TOOLS_DIR=$(TOOLS_DIR) KUBEVIRT_REGISTRY=$(KUBEVIRT_REGISTRY) hack/tools/kubevirt.sh $(KUBEVIRT_RELEASE) node
+	VIRTOP_TOOLS_DIR=$(TOOLS_DIR) GO=$(GO) hack/tools/smoke-guest.sh
 
 # Boots a TCG guest inside the virt-launcher image node-images-vm built,
 # without Kubernetes (hack/tools/launcher-smoke.sh; root, Debian's mirror

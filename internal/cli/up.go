@@ -22,6 +22,7 @@ func newUpCommand() *cobra.Command {
 		prometheus string
 		quiet      bool
 		realNode   bool
+		vms        bool
 		manifest   string
 		image      string
 	)
@@ -51,7 +52,12 @@ virt-exportproxy, the synchronization controller) is placed on it and runs as
 real containers, from images built from upstream's source at the installed
 release (` + "`make node-images`" + `, or $VIRTOP_KUBEVIRT_IMAGES: a directory of
 docker-archive tars); every webhook keeps its release's failurePolicy.
-virt-handler stays on the fake nodes. With --real-node=false nothing serves
+virt-handler stays on the fake nodes, unless --vms: then it runs on the real
+node too, KubeVirt's software emulation is on, and up starts default/testvm,
+a VM of a guest made from Debian's kernel and busybox (` + "`make node-images-vm`" + `
+builds virt-handler's and virt-launcher's images from upstream's source on
+Debian's QEMU and libvirt, and the guest); ` + "`virtctl console testvm`" + ` reaches
+its serial console. With --real-node=false nothing serves
 webhooks or APIServices: KubeVirt's webhooks are applied with failurePolicy
 Ignore and the APIServices stay unregistered.
 
@@ -78,6 +84,9 @@ otherwise; --quiet turns it off.`,
   virtop up --name small --nodes 1
   export KUBECONFIG=$HOME/.local/state/virtop/small/kubeconfig
 
+  # A VM booted on the real node under emulation (after make node-images-vm)
+  virtop up --vms
+
   # In a script: the steps only, no progress reports
   virtop up --quiet > up.log`,
 		Args: cobra.NoArgs,
@@ -88,6 +97,9 @@ otherwise; --quiet turns it off.`,
 			}
 			if nodes < 1 {
 				return &ExitError{Code: 2, Err: fmt.Errorf("--nodes must be at least 1")}
+			}
+			if vms && !realNode {
+				return &ExitError{Code: 2, Err: fmt.Errorf("--vms runs VMs on the real node: it needs --real-node")}
 			}
 			c, err := devcluster.New(name)
 			if err != nil {
@@ -117,7 +129,7 @@ otherwise; --quiet turns it off.`,
 			rep := progress.Start(fmt.Sprintf("cluster %s and KubeVirt", name), progress.ForStderr(cmd.ErrOrStderr(), quiet))
 			defer rep.Stop()
 			return c.Up(ctx, rep.Writer(cmd.OutOrStdout()), devcluster.UpOptions{
-				ClusterOptions: devcluster.ClusterOptions{Nodes: nodes, RealNode: realNode},
+				ClusterOptions: devcluster.ClusterOptions{Nodes: nodes, RealNode: realNode, VMs: vms},
 				Prometheus:     mode,
 				Virtop:         self,
 				PodOperator:    pod,
@@ -127,6 +139,7 @@ otherwise; --quiet turns it off.`,
 	cmd.Flags().StringVar(&name, "name", devcluster.DefaultName, "name of the local cluster")
 	cmd.Flags().IntVar(&nodes, "nodes", 3, "number of fake nodes (the first is the control-plane node)")
 	cmd.Flags().BoolVar(&realNode, "real-node", true, "add a real node (kubelet, containerd) where KubeVirt's control plane runs as containers from images built from upstream's source (make node-images); false keeps an all-fake cluster whose webhooks are patched to failurePolicy Ignore")
+	cmd.Flags().BoolVar(&vms, "vms", false, "run virt-handler on the real node too, with software emulation on, so that VMs boot there (images: make node-images-vm); starts a small VM, testvm")
 	cmd.Flags().StringVar(&manifest, "operator-manifest", "", "run the operator as a pod on the real node from this release manifest (make release-manifests: dist/virtop-operator.yaml); with --operator-image")
 	cmd.Flags().StringVar(&image, "operator-image", "", "the operator's image archive imported into the real node: make image's OCI layout (dist/virtop-image.tar, the digest the manifest pins) or a docker-archive")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress reports on stderr while waiting")

@@ -47,7 +47,19 @@ const RealNodeNote = `On this cluster KubeVirt's control plane runs for real: vi
 virt-exportproxy (and the synchronization controller) run as containers on the real node,
 from images built from upstream's source at the installed release; every webhook keeps the
 failurePolicy its release renders and the APIServices are served by virt-api.
-virt-handler stays on the fake nodes (type=kwok): VMs get their launcher pods there, faked.`
+virt-handler stays on the fake nodes (type=kwok): VMs get their launcher pods there, faked.
+(virtop up --vms puts virt-handler on the real node too, where VMs boot under emulation.)`
+
+// VMsNote is what a user must know about a local cluster whose real node
+// runs VMs (up --vms); `up` prints it.
+const VMsNote = `On this cluster KubeVirt runs for real on the real node: virt-api, virt-controller,
+virt-exportproxy, the synchronization controller and virt-handler run as containers there,
+from images built from upstream's source at the installed release (virt-handler and
+virt-launcher on Debian's QEMU and libvirt); every webhook keeps its release's failurePolicy.
+Software emulation is on (spec.configuration.developerConfiguration.useEmulation): a VM
+whose pod lands on the real node boots under QEMU's TCG; on the fake nodes virt-handler's
+pods and launcher pods are faked. up starts one VM there, default/testvm (a guest made from
+Debian's kernel and busybox); virtctl console testvm reaches its serial console.`
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$`)
 

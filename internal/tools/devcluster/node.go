@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,6 +27,10 @@ import (
 // real containers from images built from upstream's source
 // (hack/tools/kubevirt.sh). kwok's fake nodes keep virt-handler and any
 // number of nodes for scale.
+
+// VirtLauncher is the image virt-controller gives VMs' pods (it is no
+// component the operator deploys, so vocab has no name for it).
+const VirtLauncher = "virt-launcher"
 
 // ImagesEnv names a directory of docker-archive tars that replaces the
 // tools cache's kubevirt-<release>/images/ for the real node.
@@ -58,7 +63,7 @@ func (c *Cluster) RealNode(images []string) *realnode.Node {
 // sandbox image and KubeVirt's images built from upstream's source at that
 // release (or those in $VIRTOP_KUBEVIRT_IMAGES), or an error saying how to
 // build them.
-func NodeImages(release string) ([]string, error) {
+func NodeImages(release string, vms bool) ([]string, error) {
 	pause := filepath.Join(toolpaths.CacheDir(), "node-images", "pause.tar")
 	dir := os.Getenv(ImagesEnv)
 	if dir == "" {
@@ -69,7 +74,11 @@ func NodeImages(release string) ([]string, error) {
 		missing = append(missing, pause)
 	}
 	var imgs []string
-	for _, comp := range []string{vocab.VirtAPI, vocab.VirtController, vocab.VirtExportProxy, vocab.VirtSynchronizationController} {
+	comps := []string{vocab.VirtAPI, vocab.VirtController, vocab.VirtExportProxy, vocab.VirtSynchronizationController}
+	if vms {
+		comps = append(comps, vocab.VirtHandler, VirtLauncher)
+	}
+	for _, comp := range comps {
 		p := filepath.Join(dir, comp+".tar")
 		switch {
 		case fileExists(p):
@@ -79,6 +88,25 @@ func NodeImages(release string) ([]string, error) {
 		default:
 			missing = append(missing, p)
 		}
+	}
+	nodeOnly := len(missing) > 0
+	for _, m := range missing {
+		if b := filepath.Base(m); b != vocab.VirtHandler+".tar" && b != VirtLauncher+".tar" {
+			nodeOnly = false
+		}
+	}
+	if nodeOnly {
+		return nil, fmt.Errorf("a real node that runs VMs needs KubeVirt %s's virt-handler and virt-launcher images, which are not built:\n  %s\n"+
+			"Build them from upstream's source on Debian's QEMU and libvirt (root, Debian's mirror, several minutes): make node-images-vm KUBEVIRT_RELEASE=%s\n"+
+			"or point %s at a directory of docker-archive tars, or start the cluster without --vms",
+			release, strings.Join(missing, "\n  "), release, ImagesEnv)
+	}
+	if vms && len(missing) == 0 {
+		g, err := FindGuest()
+		if err != nil {
+			return nil, err
+		}
+		imgs = append(imgs, g.Archive)
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("the real node needs KubeVirt %s's images, which are not built:\n  %s\n"+
@@ -92,7 +120,15 @@ func NodeImages(release string) ([]string, error) {
 // ensureRealNode starts the real node if it is not running, or gives the
 // running one release's images (another release may be installed next),
 // and waits for its Node to be Ready.
-func (c *Cluster) ensureRealNode(ctx context.Context, out io.Writer, release string) error {
+func (c *Cluster) ensureRealNode(ctx context.Context, out io.Writer, release string, vms bool) error {
+	if vms && !c.RunsVMs() {
+		if err := os.MkdirAll(c.StateDir, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(c.vmsMarker(), []byte("virt-handler and VMs on the real node (virtop up --vms)\n"), 0o644); err != nil {
+			return err
+		}
+	}
 	n, tools, err := c.releaseNode(release)
 	if err != nil {
 		return err
@@ -143,7 +179,7 @@ func (c *Cluster) releaseNode(release string) (*realnode.Node, realnode.Tools, e
 	if err != nil {
 		return nil, tools, err
 	}
-	imgs, err := NodeImages(release)
+	imgs, err := NodeImages(release, c.RunsVMs())
 	if err != nil {
 		return nil, tools, err
 	}
@@ -161,13 +197,34 @@ func (c *Cluster) stopRealNode(ctx context.Context) error {
 
 // placeOnRealNode places KubeVirt's control plane (infra) on the real node
 // and virt-handler (workloads) on kwok's fake nodes, the way a user keeps a
-// DaemonSet off nodes through the KubeVirt resource. A placement the
+// DaemonSet off nodes through the KubeVirt resource; with vms, virt-handler
+// goes on every node and software emulation is turned on. A placement the
 // resource already has is kept.
 //
 // virt-template (v1.9.0 deploys it by default: its Template gate is Beta)
 // is turned off unless the resource says otherwise: its images come from
 // another upstream repository, which is not built here.
-func placeOnRealNode(kv *kvv1.KubeVirt) {
+func placeOnRealNode(kv *kvv1.KubeVirt, vms bool) {
+	if vms {
+		// virt-handler on every node (the real one runs VMs), and QEMU's
+		// software emulation: this machine has no /dev/kvm to give it.
+		if kv.Spec.Configuration.DeveloperConfiguration == nil {
+			kv.Spec.Configuration.DeveloperConfiguration = &kvv1.DeveloperConfiguration{}
+		}
+		dc := kv.Spec.Configuration.DeveloperConfiguration
+		dc.UseEmulation = true
+		// KubeVirt's ImageVolume gate (Beta since v1.8: on unless turned
+		// off) makes a VM's pod mount its container disk or kernel as a
+		// Kubernetes image volume, which the node's containerd (Debian's
+		// 1.6) cannot mount: it fails the pod with `failed to mkdir ""`.
+		// Off, virt-controller uses its container-disk containers.
+		if !slices.Contains(dc.FeatureGates, imageVolumeGate) && !slices.Contains(dc.DisabledFeatureGates, imageVolumeGate) {
+			dc.DisabledFeatureGates = append(dc.DisabledFeatureGates, imageVolumeGate)
+		}
+		if kv.Spec.Workloads == nil {
+			kv.Spec.Workloads = &kvv1.ComponentConfig{}
+		}
+	}
 	if kv.Spec.Configuration.VirtTemplateDeployment == nil {
 		kv.Spec.Configuration.VirtTemplateDeployment = &kvv1.VirtTemplateDeployment{Enabled: ptr.To(false)}
 	}
@@ -180,10 +237,42 @@ func placeOnRealNode(kv *kvv1.KubeVirt) {
 	if kv.Spec.Workloads == nil {
 		kv.Spec.Workloads = &kvv1.ComponentConfig{}
 	}
-	if kv.Spec.Workloads.NodePlacement == nil {
+	if kv.Spec.Workloads.NodePlacement == nil && !vms {
 		kv.Spec.Workloads.NodePlacement = &kvv1.NodePlacement{NodeSelector: map[string]string{"type": "kwok"}}
 	}
 }
+
+// imageVolumeGate is KubeVirt's feature gate for image volumes.
+const imageVolumeGate = "ImageVolume"
+
+// placement is where the local cluster puts KubeVirt.
+type placement int
+
+const (
+	// placeFake: every pod faked by kwok; webhooks patched to Ignore.
+	placeFake placement = iota
+	// placeRealNode: the control plane on the real node, virt-handler faked.
+	placeRealNode
+	// placeVMs: virt-handler on the real node too, VMs under emulation.
+	placeVMs
+)
+
+func (c *Cluster) placement(o ClusterOptions) placement {
+	switch {
+	case o.VMs:
+		return placeVMs
+	case o.RealNode:
+		return placeRealNode
+	}
+	return placeFake
+}
+
+// vmsMarker records that the cluster's real node runs VMs (up --vms): a
+// later release's images include virt-handler's and virt-launcher's.
+func (c *Cluster) vmsMarker() string { return filepath.Join(c.StateDir, "vms") }
+
+// RunsVMs reports whether the cluster's real node runs virt-handler and VMs.
+func (c *Cluster) RunsVMs() bool { return fileExists(c.vmsMarker()) }
 
 // RealNodePods lists the pods bound to the real node in namespace ns.
 func (c *Cluster) RealNodePods(ctx context.Context, cl *Clients, ns string) ([]corev1.Pod, error) {

@@ -49,6 +49,11 @@ type ClusterOptions struct {
 	// RealNode adds a real node (kubelet, containerd) where KubeVirt's
 	// control plane runs as real containers; see node.go.
 	RealNode bool
+	// VMs runs virt-handler on the real node too (it implies RealNode), with
+	// KubeVirt's software emulation on: virtual machines boot there under
+	// QEMU's TCG, from virt-handler and virt-launcher images built from
+	// upstream's source on Debian's QEMU and libvirt (make node-images-vm).
+	VMs bool
 	// Release is the KubeVirt release whose images the real node loads
 	// (default: the catalog's default).
 	Release string
@@ -121,12 +126,15 @@ func (c *Cluster) Ensure(ctx context.Context, out io.Writer, o ClusterOptions) (
 	}
 	tm.NodesReady = time.Since(t0)
 	fmt.Fprintf(out, "• %d fake nodes Ready (%s-control-plane is the control-plane node) in %s\n", o.Nodes, c.Name, tm.NodesReady.Round(100*time.Millisecond))
+	if o.VMs {
+		o.RealNode = true
+	}
 	if o.RealNode {
 		release := o.Release
 		if release == "" {
 			release = catalog.Default
 		}
-		if err := c.ensureRealNode(ctx, out, release); err != nil {
+		if err := c.ensureRealNode(ctx, out, release, o.VMs); err != nil {
 			return tm, err
 		}
 	}
@@ -248,14 +256,18 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 	if err != nil {
 		return err
 	}
-	kv, patches, err := applySample(ctx, cl, sample, "config/"+virtopconfig.SampleKubeVirt, o.Version, o.RealNode)
+	kv, patches, err := applySample(ctx, cl, sample, "config/"+virtopconfig.SampleKubeVirt, o.Version, c.placement(o.ClusterOptions))
 	if err != nil {
 		return err
 	}
-	if o.RealNode {
+	switch {
+	case o.VMs:
+		fmt.Fprintf(out, "• Applied KubeVirt %s/%s (config/%s): the control plane placed on the real node (%s=true),\n  virt-handler on every node, software emulation on (VMs boot on the real node); every webhook keeps the failurePolicy its release renders\n",
+			kv.GetNamespace(), kv.GetName(), virtopconfig.SampleKubeVirt, realnode.Label)
+	case o.RealNode:
 		fmt.Fprintf(out, "• Applied KubeVirt %s/%s (config/%s): the control plane placed on the real node (%s=true),\n  virt-handler on the fake nodes (type=kwok); every webhook keeps the failurePolicy its release renders\n",
 			kv.GetNamespace(), kv.GetName(), virtopconfig.SampleKubeVirt, realnode.Label)
-	} else {
+	default:
 		fmt.Fprintf(out, "• Applied KubeVirt %s/%s (config/%s), with %d customizeComponents patches that make its webhooks\n  failurePolicy Ignore with a %ds timeout (nothing serves them here)\n",
 			kv.GetNamespace(), kv.GetName(), virtopconfig.SampleKubeVirt, patches, podless.WebhookTimeoutSeconds)
 	}
@@ -289,7 +301,7 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 				return err
 			}
 		}
-		c.printSummary(out, start, false, o.RealNode, podOperator)
+		c.printSummary(out, start, false, c.placement(o.ClusterOptions), podOperator)
 		return nil
 	}
 
@@ -299,6 +311,15 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 		return err
 	}
 	fmt.Fprintf(out, "• KubeVirt is Available (%s after start)\n", since(start))
+	if o.VMs {
+		release := o.Version
+		if release == "" {
+			release = catalog.Default
+		}
+		if err := c.startTestVM(ctx, out, cl, release); err != nil {
+			return err
+		}
+	}
 	if o.Prometheus == PrometheusLate {
 		if err := late(); err != nil {
 			return err
@@ -310,11 +331,11 @@ func (c *Cluster) Up(ctx context.Context, out io.Writer, o UpOptions) error {
 			fmt.Fprintln(out, "• virtop installed monitoring for this Prometheus (its ServiceMonitor and PrometheusRule)")
 		}
 	}
-	c.printSummary(out, start, true, o.RealNode, podOperator)
+	c.printSummary(out, start, true, c.placement(o.ClusterOptions), podOperator)
 	return nil
 }
 
-func (c *Cluster) printSummary(out io.Writer, start time.Time, hasControlPlane, realNode, podOperator bool) {
+func (c *Cluster) printSummary(out io.Writer, start time.Time, hasControlPlane bool, pl placement, podOperator bool) {
 	fmt.Fprintf(out, "\nCluster %s is up (%s).\n", c.Name, since(start))
 	if !hasControlPlane {
 		fmt.Fprintln(out, "It has no KubeVirt control plane.")
@@ -329,7 +350,11 @@ func (c *Cluster) printSummary(out io.Writer, start time.Time, hasControlPlane, 
 		fmt.Fprintf(out, "  Prometheus: %s (virtop doctor --prometheus-url %s)\n", url, url)
 	}
 	fmt.Fprintf(out, "  delete it with: virtop down --name %s\n\n", c.Name)
-	if realNode {
+	switch pl {
+	case placeVMs:
+		fmt.Fprintln(out, VMsNote)
+		return
+	case placeRealNode:
 		fmt.Fprintln(out, RealNodeNote)
 		return
 	}
@@ -343,7 +368,7 @@ func (c *Cluster) printSummary(out io.Writer, start time.Time, hasControlPlane, 
 //
 // With a real node, no webhook is patched: the control plane is placed on
 // the real node instead (placeOnRealNode).
-func applySample(ctx context.Context, cl *Clients, raw []byte, path, version string, realNode bool) (*unstructured.Unstructured, int, error) {
+func applySample(ctx context.Context, cl *Clients, raw []byte, path, version string, pl placement) (*unstructured.Unstructured, int, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
 	for {
 		obj := &unstructured.Unstructured{}
@@ -367,8 +392,8 @@ func applySample(ctx context.Context, cl *Clients, raw []byte, path, version str
 			kv.Spec.ImageTag = version
 		}
 		before := len(kv.Spec.CustomizeComponents.Patches)
-		if realNode {
-			placeOnRealNode(kv)
+		if pl != placeFake {
+			placeOnRealNode(kv, pl == placeVMs)
 		} else if err := podless.Prepare(kv); err != nil {
 			return nil, 0, fmt.Errorf("adding the local cluster's webhook patches: %w", err)
 		}

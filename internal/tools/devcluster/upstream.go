@@ -99,7 +99,7 @@ func (c *Cluster) ApplyUpstreamKubeVirt(ctx context.Context, out io.Writer, rele
 		return err
 	}
 	t0 := time.Now()
-	kv, _, err := applySample(ctx, cl, raw, m.KubeVirt, "", true)
+	kv, _, err := applySample(ctx, cl, raw, m.KubeVirt, "", c.placement(ClusterOptions{RealNode: true, VMs: c.RunsVMs()}))
 	if err != nil {
 		return err
 	}

@@ -213,6 +213,43 @@ func (n *Node) Leftovers(podUID string) ([]string, error) {
 	return out, nil
 }
 
+// PodsLeft lists what any pod left on the node: directories under
+// kubelet's pods, pod cgroups (kubelet's pod<UID>), network namespaces
+// (containerd mounts each sandbox's under its state directory). A node
+// with no pod has none.
+func (n *Node) PodsLeft() ([]string, error) {
+	var out []string
+	dirs, _ := os.ReadDir(n.path("root", KubeletRoot, "pods"))
+	for _, d := range dirs {
+		out = append(out, "directory "+KubeletRoot+"/pods/"+d.Name())
+	}
+	mounts, err := n.MountsInNode()
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range mounts {
+		// The pods' namespaces, under containerd's state directory (the
+		// machine's own named namespaces are mounted in /run/netns).
+		if strings.HasPrefix(m, n.Dir+"/") && strings.Contains(m, "/netns/") {
+			out = append(out, "network namespace "+m)
+		}
+	}
+	hs, err := hierarchies()
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range hs {
+		_ = filepath.WalkDir(filepath.Join(h, n.CgroupRoot()), func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() && strings.HasPrefix(d.Name(), "pod") {
+				out = append(out, "cgroup "+p)
+				return filepath.SkipDir
+			}
+			return nil
+		})
+	}
+	return out, nil
+}
+
 // MountsInNode lists the mount points of the node's mount namespace.
 func (n *Node) MountsInNode() ([]string, error) {
 	initPID, ok := n.initPID()

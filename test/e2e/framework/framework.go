@@ -79,6 +79,9 @@ type Options struct {
 	// RealNode adds the real node (devcluster.ClusterOptions.RealNode),
 	// with the images of the default release loaded.
 	RealNode bool
+	// VMs runs virt-handler on the real node too, with emulation, so that
+	// VMs boot there (devcluster.ClusterOptions.VMs; implies RealNode).
+	VMs bool
 	// NoBase leaves virtop's base (CRDs, namespace, PriorityClass) off
 	// the cluster (devcluster.ClusterOptions.NoBase): a cluster upstream's
 	// operator installs.
@@ -163,7 +166,7 @@ func sealed(m *testing.M) (int, error) {
 
 func run(m *testing.M, dir, name string) (code int, err error) {
 	suiteStart := time.Now()
-	env := &Env{Nodes: 3, Dir: dir, RealNode: options.RealNode}
+	env := &Env{Nodes: 3, Dir: dir, RealNode: options.RealNode || options.VMs}
 	if options.Nodes > 0 {
 		env.Nodes = options.Nodes
 	}
@@ -220,7 +223,7 @@ func run(m *testing.M, dir, name string) (code int, err error) {
 	// namespace and PriorityClass (unless NoBase).
 	ctx, cancel := context.WithTimeout(context.Background(), ClusterCreateTimeout)
 	defer cancel()
-	env.Timings, err = env.Cluster.Ensure(ctx, os.Stdout, devcluster.ClusterOptions{Nodes: env.Nodes, RealNode: env.RealNode, NoBase: options.NoBase})
+	env.Timings, err = env.Cluster.Ensure(ctx, os.Stdout, devcluster.ClusterOptions{Nodes: env.Nodes, RealNode: env.RealNode, VMs: options.VMs, NoBase: options.NoBase})
 	if err != nil {
 		return 1, fmt.Errorf("creating the suite's cluster (within %s): %w", ClusterCreateTimeout, err)
 	}

@@ -10,15 +10,13 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 )
 
 // VMGVR and VMIGVR are KubeVirt's VirtualMachines and their instances.
-var (
-	VMGVR  = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachines"}
-	VMIGVR = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachineinstances"}
-)
+var VMGVR, VMIGVR = devcluster.VMGVR, devcluster.VMIGVR
 
 // InvalidVMValidator is the webhook of upstream's virt-api that refuses
 // the invalid VM VM(…, true) builds.
