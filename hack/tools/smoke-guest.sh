@@ -27,7 +27,9 @@
 # directory (nothing of the machine's apt configuration changes).
 #
 # Usage: hack/tools/smoke-guest.sh
-# Environment: VIRTOP_TOOLS_DIR, DEBIAN_MIRROR (default http://deb.debian.org/debian).
+# Environment: VIRTOP_TOOLS_DIR, DEBIAN_MIRROR (default http://deb.debian.org/debian),
+# GUEST_REFRESH (set: ask the mirror for its current kernel even when a
+# guest is cached).
 set -euo pipefail
 
 SUITE=trixie
@@ -50,6 +52,18 @@ done
 [[ -f "${keyring}" ]] || die "no ${keyring} (apt-get install debian-archive-keyring)"
 
 mkdir -p "${cache}/kubevirt-node-debian"
+# A guest of this recipe made before is used as it is, without asking the
+# mirror for a newer kernel (GUEST_REFRESH=1 asks): tests use the cache
+# offline.
+if [[ -z "${GUEST_REFRESH:-}" ]]; then
+	for d in $(ls -d "${cache}/kubevirt-node-debian/guest-"*"-r${RECIPE}" 2>/dev/null | sort -r); do
+		if [[ -f "${d}/initrd.img" && -f "${d}/vmlinuz" && -f "${d}/guest-image.tar" ]]; then
+			echo "cached: ${d}"
+			echo "${d}"
+			exit 0
+		fi
+	done
+fi
 work="$(mktemp -d "${cache}/kubevirt-node-debian/.guest.XXXXXX")"
 tmp_files+=("${work}")
 start=${SECONDS}
