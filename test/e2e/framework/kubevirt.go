@@ -3,6 +3,8 @@ package framework
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
+	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -54,6 +57,33 @@ func GetKubeVirt(t testing.TB, c client.Client) *kvv1.KubeVirt {
 		t.Fatal(err)
 	}
 	return kv
+}
+
+// SetImageTag patches the suite's KubeVirt resource to imageTag: the
+// upgrade (or downgrade) a user makes.
+func SetImageTag(t testing.TB, c client.Client, imageTag string) {
+	t.Helper()
+	ctx := context.Background()
+	kv := &kvv1.KubeVirt{}
+	if err := c.Get(ctx, KubeVirtKey, kv); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(kv.DeepCopy())
+	kv.Spec.ImageTag = imageTag
+	if err := c.Patch(ctx, kv, patch); err != nil {
+		t.Fatalf("patching KubeVirt's imageTag to %s: %v", imageTag, err)
+	}
+}
+
+// Virtctl is the path of virtctl built from upstream's source at release
+// (make node-images), failing t when it is not built.
+func Virtctl(t testing.TB, release string) string {
+	t.Helper()
+	p := filepath.Join(toolpaths.CacheDir(), "kubevirt-"+release, "bin", "virtctl")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("virtctl %s is not built (make node-images KUBEVIRT_RELEASE=%s): %v", release, release, err)
+	}
+	return p
 }
 
 // NewKubeVirt returns the suite's KubeVirt resource (KubeVirtKey) for

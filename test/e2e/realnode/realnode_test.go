@@ -33,7 +33,6 @@ import (
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testreleases"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
-	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
 	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
@@ -335,18 +334,10 @@ func checkAdmission(t *testing.T, env *framework.Env, rel string) {
 	t.Logf("valid VM accepted and mutated: machine type %q, firmware %s %q", machine, field, fw)
 }
 
-func virtctl(t *testing.T, rel string) string {
-	p := filepath.Join(toolpaths.CacheDir(), "kubevirt-"+rel, "bin", "virtctl")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("virtctl %s is not built (make node-images KUBEVIRT_RELEASE=%s): %v", rel, rel, err)
-	}
-	return p
-}
-
 func checkVirtctlVersion(t *testing.T, env *framework.Env, rel string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, virtctl(t, rel), "version", "--kubeconfig", env.Cluster.Kubeconfig())
+	cmd := exec.CommandContext(ctx, framework.Virtctl(t, rel), "version", "--kubeconfig", env.Cluster.Kubeconfig())
 	raw, err := cmd.CombinedOutput()
 	t.Logf("virtctl version:\n%s", raw)
 	if err != nil {

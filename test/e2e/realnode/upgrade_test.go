@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/testing/testreleases"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
@@ -59,15 +56,7 @@ func TestUpgradeOnRealNode(t *testing.T) {
 	defer rec.Stop()
 	load := env.StartVMLoad(framework.VMLoadOptions{Prefix: "upgrade", DryRun: true})
 	start := time.Now()
-	kv := &kvv1.KubeVirt{}
-	if err := c.Get(ctx, framework.KubeVirtKey, kv); err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(kv.DeepCopy())
-	kv.Spec.ImageTag = to
-	if err := c.Patch(ctx, kv, patch); err != nil {
-		t.Fatal(err)
-	}
+	framework.SetImageTag(t, c, to)
 	framework.WaitKubeVirt(t, c, "Available at "+to, waitLong, framework.RolledOutAt(to))
 	took := time.Since(start)
 	// A little more load after the rollout: the last replaced pods serve.

@@ -35,8 +35,8 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
+	"github.com/virtop-dev/virtop/internal/testing/testreleases"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
-	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
 	"github.com/virtop-dev/virtop/internal/vocab"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
@@ -59,6 +59,11 @@ const (
 // and once none does it leaves no KubeVirt pod, mount or cgroup on the
 // node.
 func TestVMsAcrossUpgrade(t *testing.T) {
+	// Minutes of images and five of run: make test-all's, beyond CI's
+	// budget.
+	if !testreleases.All(t) {
+		t.Skipf("%s=default: VMs on the real node boot in make test-all", testreleases.Env)
+	}
 	env := framework.Require(t)
 	versions := release.Builtin().Versions()
 	i := slices.Index(versions, release.Default)
@@ -203,7 +208,7 @@ func checkConsole(t *testing.T, env *framework.Env, rel, vm string) {
 func consoleSession(t *testing.T, env *framework.Env, rel, vm, line string, d time.Duration) string {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	inner := fmt.Sprintf("%s console %s --kubeconfig %s", virtctl(t, rel), vm, env.Cluster.Kubeconfig())
+	inner := fmt.Sprintf("%s console %s --kubeconfig %s", framework.Virtctl(t, rel), vm, env.Cluster.Kubeconfig())
 	cmd := exec.CommandContext(ctx, "script", "-qfec", inner, "/dev/null")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -241,18 +246,10 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func virtctl(t *testing.T, rel string) string {
-	p := filepath.Join(toolpaths.CacheDir(), "kubevirt-"+rel, "bin", "virtctl")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("virtctl %s is not built (make node-images KUBEVIRT_RELEASE=%s): %v", rel, rel, err)
-	}
-	return p
-}
-
 func virtctlRun(t *testing.T, env *framework.Env, rel string, args ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	raw, err := exec.CommandContext(ctx, virtctl(t, rel), append(args, "--kubeconfig", env.Cluster.Kubeconfig())...).CombinedOutput()
+	raw, err := exec.CommandContext(ctx, framework.Virtctl(t, rel), append(args, "--kubeconfig", env.Cluster.Kubeconfig())...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("virtctl %s: %v: %s", strings.Join(args, " "), err, raw)
 	}
@@ -352,15 +349,7 @@ func checkUpgradeKeepsVM(t *testing.T, env *framework.Env, c client.Client, from
 	}()
 
 	start := time.Now()
-	kv := &kvv1.KubeVirt{}
-	if err := c.Get(ctx, framework.KubeVirtKey, kv); err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(kv.DeepCopy())
-	kv.Spec.ImageTag = to
-	if err := c.Patch(ctx, kv, patch); err != nil {
-		t.Fatal(err)
-	}
+	framework.SetImageTag(t, c, to)
 	framework.WaitKubeVirt(t, c, "Available at "+to, waitLong, framework.RolledOutAt(to))
 	took := time.Since(start)
 	// virt-handler's staged TLS rollout: Available comes with the last
