@@ -194,11 +194,16 @@ func (c *Cluster) startTestVM(ctx context.Context, out io.Writer, cl *Clients, r
 	return nil
 }
 
+// VirtctlPath is where virtctl built from upstream's source at release is
+// (make node-images), built or not.
+func VirtctlPath(release string) string {
+	return filepath.Join(toolpaths.CacheDir(), "kubevirt-"+release, "bin", "virtctl")
+}
+
 // virtctlHint names the virtctl built from upstream's source at release,
 // if there is one.
 func virtctlHint(release string) string {
-	p := filepath.Join(toolpaths.CacheDir(), "kubevirt-"+release, "bin", "virtctl")
-	if fileExists(p) {
+	if p := VirtctlPath(release); fileExists(p) {
 		return p
 	}
 	return "virtctl"

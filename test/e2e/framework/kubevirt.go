@@ -1,10 +1,11 @@
 package framework
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -15,11 +16,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
-	"github.com/virtop-dev/virtop/internal/tools/toolpaths"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -79,11 +80,38 @@ func SetImageTag(t testing.TB, c client.Client, imageTag string) {
 // (make node-images), failing t when it is not built.
 func Virtctl(t testing.TB, release string) string {
 	t.Helper()
-	p := filepath.Join(toolpaths.CacheDir(), "kubevirt-"+release, "bin", "virtctl")
+	p := devcluster.VirtctlPath(release)
 	if _, err := os.Stat(p); err != nil {
 		t.Fatalf("virtctl %s is not built (make node-images KUBEVIRT_RELEASE=%s): %v", release, release, err)
 	}
 	return p
+}
+
+// ReleaseBeforeDefault is the upgrade every user of the default release
+// makes (upstream supports one minor release forward at a time): from the
+// catalog's release before the default one, to the default.
+func ReleaseBeforeDefault(t testing.TB) (from, to string) {
+	t.Helper()
+	versions := release.Builtin().Versions()
+	i := slices.Index(versions, release.Default)
+	if i < 1 {
+		t.Fatalf("the catalog %v has no release before its default %s", versions, release.Default)
+	}
+	return versions[i-1], release.Default
+}
+
+// UpAt installs KubeVirt version on the suite's cluster as virtop up does
+// (the base, the sample resource placed by o), without starting an
+// operator (the test runs its own), logging what up said.
+func (e *Env) UpAt(t testing.TB, o devcluster.ClusterOptions, version string) {
+	t.Helper()
+	var out bytes.Buffer
+	o.Nodes = e.Nodes
+	err := e.Cluster.Up(context.Background(), &out, devcluster.UpOptions{ClusterOptions: o, Version: version})
+	t.Logf("devcluster.Up:\n%s", out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // NewKubeVirt returns the suite's KubeVirt resource (KubeVirtKey) for

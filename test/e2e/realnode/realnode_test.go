@@ -72,18 +72,8 @@ func TestUpstreamControlPlaneOnRealNode(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(upstreamSrc(env), "kubevirt-"+rel+".tar.gz")); err != nil {
 				t.Skipf("no upstream source for %s in %s: its components cannot be built here", rel, upstreamSrc(env))
 			}
-			ctx := context.Background()
 			start := time.Now()
-			var out bytes.Buffer
-			err := env.Cluster.Up(ctx, &out, devcluster.UpOptions{
-				ClusterOptions: devcluster.ClusterOptions{Nodes: env.Nodes, RealNode: true},
-				Version:        rel,
-				// No Virtop: the test runs the operator itself.
-			})
-			t.Logf("devcluster.Up:\n%s", out.String())
-			if err != nil {
-				t.Fatal(err)
-			}
+			env.UpAt(t, devcluster.ClusterOptions{RealNode: true}, rel)
 			framework.WaitKubeVirt(t, c, "Available at "+rel, waitLong, framework.RolledOutAt(rel))
 			t.Logf("MEASURE install of %s on the real node to Available: %s", rel, time.Since(start).Round(100*time.Millisecond))
 

@@ -1,15 +1,12 @@
 package realnode
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/testing/testreleases"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
@@ -28,21 +25,10 @@ func TestUpgradeOnRealNode(t *testing.T) {
 	if !testreleases.All(t) {
 		t.Skipf("%s=default: the upgrade on the real node runs in make test-all", testreleases.Env)
 	}
-	versions := release.Builtin().Versions()
-	i := slices.Index(versions, release.Default)
-	if i < 1 {
-		t.Fatalf("the catalog %v has no release before its default %s", versions, release.Default)
-	}
-	from, to := versions[i-1], release.Default
+	from, to := framework.ReleaseBeforeDefault(t)
 	ctx := context.Background()
 	c := env.Client(t)
-	var out bytes.Buffer
-	if err := env.Cluster.Up(ctx, &out, devcluster.UpOptions{
-		ClusterOptions: devcluster.ClusterOptions{Nodes: env.Nodes, RealNode: true},
-		Version:        from,
-	}); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
+	env.UpAt(t, devcluster.ClusterOptions{RealNode: true}, from)
 	// The next release's images are on the node before the upgrade, as a
 	// registry would serve them.
 	if err := env.Cluster.LoadReleaseImages(ctx, to); err != nil {

@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -33,7 +32,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testreleases"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
@@ -65,12 +63,7 @@ func TestVMsAcrossUpgrade(t *testing.T) {
 		t.Skipf("%s=default: VMs on the real node boot in make test-all", testreleases.Env)
 	}
 	env := framework.Require(t)
-	versions := release.Builtin().Versions()
-	i := slices.Index(versions, release.Default)
-	if i < 1 {
-		t.Fatalf("the catalog %v has no release before its default %s", versions, release.Default)
-	}
-	from, to := versions[i-1], release.Default
+	from, to := framework.ReleaseBeforeDefault(t)
 	ctx := context.Background()
 	c := env.Client(t)
 	op := env.Operator(t, append(framework.HostOperatorArgs(t), "--leader-elect")...).Start()
@@ -80,17 +73,8 @@ func TestVMsAcrossUpgrade(t *testing.T) {
 		}
 	}()
 
-	var out bytes.Buffer
 	start := time.Now()
-	err := env.Cluster.Up(ctx, &out, devcluster.UpOptions{
-		ClusterOptions: devcluster.ClusterOptions{Nodes: env.Nodes, VMs: true},
-		Version:        from,
-		// No Virtop: the test runs the operator itself.
-	})
-	t.Logf("devcluster.Up:\n%s", out.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	env.UpAt(t, devcluster.ClusterOptions{VMs: true}, from)
 	framework.WaitKubeVirt(t, c, "Available at "+from, waitLong, framework.RolledOutAt(from))
 	t.Logf("MEASURE install of %s with VMs on the real node to Available: %s", from, time.Since(start).Round(100*time.Millisecond))
 
