@@ -77,6 +77,9 @@ type Reconciler struct {
 	// informer whose list RBAC refuses) no longer holds every later pass,
 	// certificate renewal included, without a word.
 	PassTimeout time.Duration
+	// NodeCleanupTimeout bounds the uninstall's cleanup of one node; zero
+	// means DefaultNodeCleanupTimeout.
+	NodeCleanupTimeout time.Duration
 
 	migratorOnce sync.Once
 	memory       memorySettler
@@ -177,14 +180,15 @@ func (r *Reconciler) installSteps() []step {
 
 // deleteSteps remove it: nothing while workloads exist, webhooks and
 // APIServices first, CRDs last and only without user data (or under
-// RemoveWorkloads), then the strategy ConfigMaps; the finalizer goes with
-// the status patch.
+// RemoveWorkloads), then what virt-handler left on the nodes, then the
+// strategy ConfigMaps; the finalizer goes with the status patch.
 func (r *Reconciler) deleteSteps() []step {
 	return []step{
 		{"finalizer", false, hasFinalizer},
 		{"inventory", true, r.seedInventory},
 		{"workloads", true, r.checkWorkloads},
 		{"remove", true, r.remove},
+		{"nodes", true, r.cleanNodes},
 		{"strategies", true, r.removeStrategies},
 	}
 }

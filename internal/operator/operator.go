@@ -68,6 +68,10 @@ type Options struct {
 	// PassTimeout bounds one reconcile pass (controller.Reconciler); zero
 	// means controller.DefaultPassTimeout.
 	PassTimeout time.Duration
+	// NodeCleanupTimeout bounds the uninstall's cleanup of one node
+	// (controller.Reconciler); zero means
+	// controller.DefaultNodeCleanupTimeout.
+	NodeCleanupTimeout time.Duration
 	// StrategyImage renders versions outside the catalog in a Job.
 	StrategyImage      string
 	RunbookURLTemplate string
@@ -283,10 +287,11 @@ func newReconciler(cfg *rest.Config, mgr manager.Manager, opts Options, cat rele
 			// The live facts are filtered for trust at plan time.
 			PrometheusNamespaces: opts.PrometheusNamespaces,
 		},
-		Recorder:        recorder,
-		OperatorVersion: version.Version,
-		Clock:           clock.RealClock{},
-		PassTimeout:     opts.PassTimeout,
+		Recorder:           recorder,
+		OperatorVersion:    version.Version,
+		Clock:              clock.RealClock{},
+		PassTimeout:        opts.PassTimeout,
+		NodeCleanupTimeout: opts.NodeCleanupTimeout,
 		// Objects are listed uncached; CRD metadata comes from the
 		// metadata informer every CRD is watched through.
 		Migrator: &storagemigration.Migrator{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Metadata: mgr.GetClient()},
