@@ -26,6 +26,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -474,16 +475,48 @@ func checkUninstall(t *testing.T, env *framework.Env, c client.Client, launcherU
 		return len(left) == 0, fmt.Errorf("%s", strings.Join(left, "; "))
 	})
 	// What upstream's virt-handler leaves in its host directories (it
-	// removes none of it when it stops, and no operator does): said, not
-	// checked.
+	// removes none of it when it stops): the uninstall's cleanup Job on the
+	// node removed it, said so in an event, and took the node's heartbeat
+	// off.
+	var left []string
 	for _, d := range []string{"/var/run/kubevirt", "/var/run/kubevirt-private", "/var/run/kubevirt-libvirt-runtimes", "/var/lib/kubevirt-node-labeller", "/var/lib/kubelet/device-plugins"} {
-		var files []string
 		_ = filepath.WalkDir(node.PathOnNode(d), func(p string, e os.DirEntry, err error) error {
-			if err == nil && !e.IsDir() {
-				files = append(files, strings.TrimPrefix(p, node.PathOnNode(d)))
+			rel := d + strings.TrimPrefix(p, node.PathOnNode(d))
+			switch {
+			case err != nil:
+			case d == "/var/lib/kubelet/device-plugins":
+				// The kubelet's own directory: only KubeVirt's sockets.
+				if strings.HasPrefix(e.Name(), "kubevirt-") {
+					left = append(left, rel)
+				}
+			default:
+				left = append(left, rel)
 			}
 			return nil
 		})
-		t.Logf("left under the node's %s after the uninstall: %d files %v", d, len(files), files)
+	}
+	if len(left) > 0 {
+		t.Errorf("left on the node by KubeVirt after the uninstall: %v", left)
+	}
+	var events eventsv1.EventList
+	if err := c.List(ctx, &events, client.InNamespace(devcluster.InstallNamespace)); err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	for _, e := range events.Items {
+		if strings.HasPrefix(e.Reason, "Node") && e.Regarding.Kind == "KubeVirt" {
+			said = append(said, e.Type+" "+e.Reason+": "+e.Note)
+		}
+	}
+	if want := "Normal NodeCleaned: Node " + env.Cluster.RealNodeName() + ": removed "; len(said) != 1 || !strings.HasPrefix(said[0], want) {
+		t.Errorf("the uninstall's node events: %q, want one starting %q", said, want)
+	} else {
+		t.Logf("the uninstall said: %s", said[0])
+	}
+	n := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: env.Cluster.RealNodeName()}, n); err != nil {
+		t.Fatal(err)
+	} else if _, ok := n.Annotations["kubevirt.io/heartbeat"]; ok {
+		t.Errorf("the real node still carries virt-handler's heartbeat annotation after the uninstall")
 	}
 }
