@@ -54,9 +54,9 @@ func (r *Reconciler) cleanNodes(ctx context.Context, s *scope) (bool, error) {
 	if err := r.APIReader.List(ctx, &handlers, client.InNamespace(s.kv.Namespace), client.MatchingLabels{vocab.AppLabel: vocab.VirtHandler}); err != nil {
 		return false, fmt.Errorf("listing virt-handler pods: %w", err)
 	}
-	handlerOn := map[string]bool{}
-	for _, p := range handlers.Items {
-		handlerOn[p.Spec.NodeName] = true
+	handlerOn := map[string]*corev1.Pod{}
+	for i, p := range handlers.Items {
+		handlerOn[p.Spec.NodeName] = &handlers.Items[i]
 	}
 	waiting := 0
 	for _, n := range marked {
@@ -77,8 +77,8 @@ func (r *Reconciler) cleanNodes(ctx context.Context, s *scope) (bool, error) {
 }
 
 // cleanNode moves one node's cleanup on; it reports whether it is still
-// under way.
-func (r *Reconciler) cleanNode(ctx context.Context, s *scope, cfg *config.DeploymentConfig, n *corev1.Node, handlerRuns bool) (bool, error) {
+// under way. handler is virt-handler's pod on the node, if one is left.
+func (r *Reconciler) cleanNode(ctx context.Context, s *scope, cfg *config.DeploymentConfig, n *corev1.Node, handler *corev1.Pod) (bool, error) {
 	if cfg == nil {
 		r.nodeEvent(s, corev1.EventTypeWarning, "NodeNotCleaned", n.Name, "no deployment config of the installation was recorded, so virt-handler's image is unknown")
 		return false, r.unmarkNode(ctx, n)
@@ -87,8 +87,13 @@ func (r *Reconciler) cleanNode(ctx context.Context, s *scope, cfg *config.Deploy
 		r.nodeEvent(s, corev1.EventTypeWarning, "NodeNotCleaned", n.Name, "the node is not Ready; virt-handler's files stay on it")
 		return false, r.unmarkNode(ctx, n)
 	}
-	if handlerRuns {
+	if handler != nil {
 		// Its pod still terminates there: the files are still its own.
+		// A pod's deletionTimestamp is the end of its grace period.
+		if d := handler.DeletionTimestamp; d != nil && r.now().Sub(d.Time) > r.nodeCleanupTimeout() {
+			r.nodeEvent(s, corev1.EventTypeWarning, "NodeNotCleaned", n.Name, fmt.Sprintf("virt-handler's pod %s is still terminating %s after its grace period; its files stay on the node", handler.Name, r.nodeCleanupTimeout()))
+			return false, r.unmarkNode(ctx, n)
+		}
 		return true, nil
 	}
 	job := &batchv1.Job{}
@@ -163,9 +168,14 @@ func (r *Reconciler) deleteCleanupJobs(ctx context.Context, namespace string) er
 	return nil
 }
 
+// nodeEvent says a node's outcome on the KubeVirt resource, the node as
+// the related object: the recorder folds events of one key (type, reason,
+// action, regarding and related objects) into a series that keeps the
+// first note, so without it the second node's outcome was lost.
 func (r *Reconciler) nodeEvent(s *scope, kind, reason, node, message string) {
 	if r.Recorder != nil {
-		r.Recorder.Eventf(s.kv, nil, kind, reason, "CleanNode", "Node %s: %s", node, message)
+		related := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node}
+		r.Recorder.Eventf(s.kv, related, kind, reason, "CleanNode", "Node %s: %s", node, message)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
@@ -29,8 +30,9 @@ import (
 // gone, the uninstall runs a Job on each node that carries virt-handler's
 // heartbeat, waits for virt-handler's pod there to go first, reports each
 // node's outcome in an event and removes the heartbeat; a node that is not
-// Ready and a Job that never finishes (envtest has no Job controller) are
-// said and given up, and the resource is finalized. A node virt-handler
+// Ready, a Job that never finishes (envtest has no Job controller) and a
+// virt-handler pod that never goes are said and given up, and the resource
+// is finalized. A node virt-handler
 // never ran on gets no Job.
 func TestUninstallCleansTheNodesVirtHandlerRanOn(t *testing.T) {
 	env := testenv.Get(t)
@@ -60,7 +62,8 @@ func TestUninstallCleansTheNodesVirtHandlerRanOn(t *testing.T) {
 	cleaned := node("cleaned", true, true) // its Job completes
 	stuck := node("stuck", true, true)     // its Job never finishes
 	notReady := node("notready", true, false)
-	plain := node("plain", false, true) // no virt-handler ever ran there
+	plain := node("plain", false, true)            // no virt-handler ever ran there
+	terminating := node("terminating", true, true) // its virt-handler pod never goes
 
 	// virt-handler's pod, still terminating on the cleaned node when the
 	// control plane is gone.
@@ -71,6 +74,18 @@ func TestUninstallCleansTheNodesVirtHandlerRanOn(t *testing.T) {
 	if err := c.Create(ctx, handler); err != nil {
 		t.Fatal(err)
 	}
+	// One whose deletion a finalizer holds, as a kubelet that never
+	// confirms it would.
+	held := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "virt-handler-held", Labels: map[string]string{vocab.AppLabel: vocab.VirtHandler}, Finalizers: []string{"virtop.test/hold"}},
+		Spec:       corev1.PodSpec{NodeName: terminating.Name, Containers: []corev1.Container{{Name: "virt-handler", Image: "virt-handler"}}},
+	}
+	if err := c.Create(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Patch(context.Background(), held, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+	})
 
 	kv := kvtest.KubeVirt(t, ns)
 	if err := c.Create(ctx, kv); err != nil {
@@ -83,6 +98,9 @@ func TestUninstallCleansTheNodesVirtHandlerRanOn(t *testing.T) {
 		t.Fatalf("a cleanup Job before the uninstall: %s", cfgJob.Name)
 	}
 	if err := c.Delete(ctx, kv); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, held, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -150,7 +168,10 @@ func TestUninstallCleansTheNodesVirtHandlerRanOn(t *testing.T) {
 		err := c.Get(ctx, key, &kvv1.KubeVirt{})
 		return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
 	})
-	for _, n := range []*corev1.Node{cleaned, stuck, notReady} {
+	if j := jobOf(t, ctx, c, ns, terminating.Name); j != nil {
+		t.Errorf("a cleanup Job on %s, where virt-handler's pod never went", terminating.Name)
+	}
+	for _, n := range []*corev1.Node{cleaned, stuck, notReady, terminating} {
 		if has, err := heartbeat(n); err != nil || has {
 			t.Errorf("node %s still carries virt-handler's heartbeat (%v)", n.Name, err)
 		}
@@ -172,26 +193,29 @@ func TestUninstallCleansTheNodesVirtHandlerRanOn(t *testing.T) {
 		return len(left) == 0, fmt.Sprintf("left: %v", left)
 	})
 
-	var list eventsv1.EventList
-	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	var said []string
-	for _, e := range list.Items {
-		if e.Regarding.Name == kv.Name && strings.HasPrefix(e.Reason, "Node") {
-			said = append(said, e.Type+" "+e.Reason+" "+e.Note)
-		}
-	}
-	sort.Strings(said)
 	want := []string{
 		"Normal NodeCleaned Node " + cleaned.Name + ": removed 6 files of KubeVirt's; nothing of KubeVirt's left",
 		"Warning NodeNotCleaned Node " + notReady.Name + ": the node is not Ready; virt-handler's files stay on it",
 		"Warning NodeNotCleaned Node " + stuck.Name + ": its cleanup Job " + uninstall.NodeCleanupJobName(stuck.Name) + " did not finish in 20s",
+		"Warning NodeNotCleaned Node " + terminating.Name + ": virt-handler's pod virt-handler-held is still terminating 20s after its grace period; its files stay on the node",
 	}
 	sort.Strings(want)
-	if strings.Join(said, "\n") != strings.Join(want, "\n") {
-		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(said, "\n"), strings.Join(want, "\n"))
-	}
+	// The recorder writes events in the background: the last may land
+	// after the resource is gone.
+	poll.Eventually(t, "an event for each node", time.Minute, func() (bool, string) {
+		var list eventsv1.EventList
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		var said []string
+		for _, e := range list.Items {
+			if e.Regarding.Name == kv.Name && strings.HasPrefix(e.Reason, "Node") {
+				said = append(said, e.Type+" "+e.Reason+" "+e.Note)
+			}
+		}
+		sort.Strings(said)
+		return strings.Join(said, "\n") == strings.Join(want, "\n"), fmt.Sprintf("events:\n%s\nwant:\n%s", strings.Join(said, "\n"), strings.Join(want, "\n"))
+	})
 }
 
 // jobOf is the cleanup Job of a node, or nil.
