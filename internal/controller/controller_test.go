@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -295,6 +296,27 @@ func TestInstallSteadyStateDriftAndSecond(t *testing.T) {
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
 		kvtest.WaitRolledOut(t, c, key)
+		// One Pruned event per object deleted, each naming it: the
+		// recorder folded them into the first's series before.
+		poll.Eventually(t, "a Pruned event for each of virt-exportproxy's objects", time.Minute, func() (bool, string) {
+			var list eventsv1.EventList
+			if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+				return false, err.Error()
+			}
+			var notes []string
+			for _, e := range list.Items {
+				if e.Reason == "Pruned" {
+					notes = append(notes, e.Note)
+				}
+			}
+			all := strings.Join(notes, "\n")
+			for _, want := range []string{"Deleted Deployment.apps/" + ns + "/virt-exportproxy,", "Deleted PodDisruptionBudget.policy/" + ns + "/virt-exportproxy-pdb,"} {
+				if !strings.Contains(all, want) {
+					return false, fmt.Sprintf("no event %q among %d: %s", want, len(notes), all)
+				}
+			}
+			return true, ""
+		})
 	})
 }
 

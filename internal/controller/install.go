@@ -273,8 +273,17 @@ func (r *Reconciler) prune(ctx context.Context, s *scope) (bool, error) {
 	}
 	pruned, err := r.Applier.Prune(ctx, listed, s.kv.Namespace, want, s.inv)
 	if r.Recorder != nil {
+		versions := map[schema.GroupKind]string{}
+		for _, gvk := range listed {
+			versions[gvk.GroupKind()] = gvk.GroupVersion().String()
+		}
 		for _, key := range pruned {
-			r.Recorder.Eventf(s.kv, nil, corev1.EventTypeNormal, "Pruned", "Delete", "Deleted %s, which the install strategy no longer holds", key)
+			// The object as the related one: the recorder folds events
+			// of one key (type, reason, action, regarding, related) into
+			// a series that keeps the first note, which left one Pruned
+			// event for a pass that deleted several objects.
+			related := &corev1.ObjectReference{APIVersion: versions[schema.GroupKind{Group: key.Group, Kind: key.Kind}], Kind: key.Kind, Namespace: key.Namespace, Name: key.Name}
+			r.Recorder.Eventf(s.kv, related, corev1.EventTypeNormal, "Pruned", "Delete", "Deleted %s, which the install strategy no longer holds", key)
 		}
 	}
 	if err != nil {
