@@ -38,6 +38,7 @@ import (
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
 	"github.com/virtop-dev/virtop/internal/testing/testreleases"
 	"github.com/virtop-dev/virtop/internal/tools/podless"
+	"github.com/virtop-dev/virtop/internal/uninstall"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -204,7 +205,7 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 	checkNamedClusterKinds(t, c, asOperator)
 
 	testenv.FakeReadiness(t, c, ns)
-	operatortest.Start(t, impersonating(env.Config, ns), operator.Options{Namespace: ns, LeaderElect: true})
+	operatortest.Start(t, impersonating(env.Config, ns), operator.Options{Namespace: ns, LeaderElect: true, NodeCleanupTimeout: 5 * time.Second})
 
 	kv := kvtest.KubeVirt(t, ns, func(kv *kvv1.KubeVirt) { kv.Spec.ImageTag = "v1.5.0" })
 	if err := c.Create(ctx, kv); err != nil {
@@ -293,7 +294,19 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 		kv = walkCatalog(t, c, kv, []string{"v1.6.6", "v1.7.4", "v1.8.4", "v1.9.0"})
 	}
 
-	// Uninstall.
+	// Uninstall, with a node virt-handler ran on: the operator's roles let
+	// it run the node's cleanup Job, read its pods and virt-handler's, and
+	// take the heartbeat off the node (envtest runs no Job: it is given up
+	// after the 5 s bound).
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: ns + "-node", Annotations: map[string]string{uninstall.HeartbeatAnnotation: "2026-12-06T10:00:00Z"}}}
+	if err := c.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), node) })
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	if err := c.Status().Update(ctx, node); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Delete(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
@@ -312,6 +325,35 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 	}
 	if len(deps.Items) > 0 {
 		t.Errorf("%d Deployments remain after uninstall, first %s", len(deps.Items), deps.Items[0].Name)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(node), node); err != nil {
+		t.Fatal(err)
+	}
+	if uninstall.NeedsCleanup(node) {
+		t.Error("uninstall: the node still carries virt-handler's heartbeat")
+	}
+	poll.Eventually(t, "uninstall: the node's cleanup Job run and given up", time.Minute, func() (bool, string) {
+		var list eventsv1.EventList
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		var notes []string
+		for _, e := range list.Items {
+			if e.Reason == "NodeNotCleaned" || e.Reason == "NodeCleaned" {
+				notes = append(notes, e.Note)
+			}
+		}
+		want := "Node " + node.Name + ": its cleanup Job " + uninstall.NodeCleanupJobName(node.Name) + " did not finish in 5s"
+		return len(notes) == 1 && notes[0] == want, fmt.Sprintf("node events %q, want one %q", notes, want)
+	})
+	var jobs batchv1.JobList
+	if err := c.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{vocab.AppComponentLabel: uninstall.NodeCleanupComponent}); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs.Items {
+		if j.DeletionTimestamp == nil {
+			t.Errorf("uninstall: the node cleanup Job %s was not deleted", j.Name)
+		}
 	}
 	if lines := forbiddenLines(); len(lines) > 0 {
 		t.Fatalf("the operator was refused %d time(s); first: %s", len(lines), lines[0])
