@@ -181,14 +181,21 @@ func NodeCleanupJob(cfg *config.DeploymentConfig, node string) *batchv1.Job {
 // runs; ok says it removed everything of KubeVirt's; message is what its
 // pod said, or why it failed.
 func NodeCleanupOutcome(job *batchv1.Job, pods []corev1.Pod) (done, ok bool, message string) {
-	said := ""
+	said, waiting := "", ""
 	for _, p := range pods {
 		for _, cs := range p.Status.ContainerStatuses {
-			if t := cs.State.Terminated; t != nil && cs.Name == NodeCleanupContainer {
+			if cs.Name != NodeCleanupContainer {
+				continue
+			}
+			if t := cs.State.Terminated; t != nil {
 				said = strings.TrimSpace(t.Message)
 				if said == "" {
 					said = fmt.Sprintf("exit code %d (%s)", t.ExitCode, t.Reason)
 				}
+			}
+			// Why it never ran: an image that cannot be pulled.
+			if w := cs.State.Waiting; w != nil && w.Reason != "" {
+				waiting = strings.TrimSpace(w.Reason + ": " + w.Message)
 			}
 		}
 	}
@@ -202,6 +209,9 @@ func NodeCleanupOutcome(job *batchv1.Job, pods []corev1.Pod) (done, ok bool, mes
 		case batchv1.JobFailed:
 			if said == "" {
 				said = c.Reason + ": " + c.Message
+				if waiting != "" {
+					said += "; its container was waiting: " + waiting
+				}
 			}
 			return true, false, said
 		}

@@ -163,6 +163,10 @@ func TestNodeCleanupOutcome(t *testing.T) {
 		{"left something", job(batchv1.JobFailed, "BackoffLimitExceeded"), said("removed 2 files; left: /var/run/kubevirt/disk.img", 3), true, false, "removed 2 files; left: /var/run/kubevirt/disk.img"},
 		{"failed without a word", job(batchv1.JobFailed, "BackoffLimitExceeded"), said("", 127), true, false, "exit code 127 (Error)"},
 		{"never ran", job(batchv1.JobFailed, "DeadlineExceeded"), nil, true, false, "DeadlineExceeded: the message"},
+		{"its image not pulled", job(batchv1.JobFailed, "DeadlineExceeded"), []corev1.Pod{{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+			Name:  uninstall.NodeCleanupContainer,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "r/virt-handler:v1.9.0"`}},
+		}}}}}, true, false, `DeadlineExceeded: the message; its container was waiting: ImagePullBackOff: Back-off pulling image "r/virt-handler:v1.9.0"`},
 	} {
 		done, ok, msg := uninstall.NodeCleanupOutcome(tc.job, tc.pods)
 		if done != tc.done || ok != tc.ok || msg != tc.message {
