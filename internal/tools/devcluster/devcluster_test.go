@@ -221,3 +221,21 @@ func TestAddressRanges(t *testing.T) {
 		t.Errorf("Service range %s, kubernetes Service %s", ServiceCIDR, KubernetesServiceIP)
 	}
 }
+
+// TestFreeLoopbackAddrDistinct: the addresses handed out one after the
+// other are distinct, though each is closed before the next is picked (the
+// kernel hands a just-closed port out again: without the check, within
+// 75 to 120 picks in each of three runs).
+func TestFreeLoopbackAddrDistinct(t *testing.T) {
+	seen := map[string]int{}
+	for i := range 600 {
+		a, err := FreeLoopbackAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j, ok := seen[a]; ok {
+			t.Fatalf("pick %d returned %s, as pick %d did", i, a, j)
+		}
+		seen[a] = i
+	}
+}

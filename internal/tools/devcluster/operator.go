@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -62,15 +63,52 @@ func HostOperatorFlags(webhookAddr string) []string {
 }
 
 // FreeLoopbackAddr returns a 127.0.0.1 address with a port nothing listens
-// on right now.
+// on right now and that it has not returned in the last handedOutFor. The
+// kernel may hand a port it just gave out, closed, to the next bind of port
+// 0: two processes started one after the other were given the same port
+// before the first had bound it (prometheus-operator's web address and
+// kube-state-metrics' telemetry port, in CI on 6 December: `bind: address
+// already in use`).
 func FreeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	now := time.Now()
+	for p, at := range handedOut.ports {
+		if now.Sub(at) > handedOutFor {
+			delete(handedOut.ports, p)
+		}
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	// Listeners held until a new port is found, so the kernel offers
+	// another each time.
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			_ = l.Close()
+		}
+	}()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		held = append(held, l)
+		port := l.Addr().(*net.TCPAddr).Port
+		if _, recent := handedOut.ports[port]; !recent {
+			handedOut.ports[port] = now
+			return l.Addr().String(), nil
+		}
+	}
+	return "", fmt.Errorf("no loopback port that was not handed out in the last %s", handedOutFor)
 }
+
+// handedOutFor is how long FreeLoopbackAddr does not return a port again:
+// longer than any process takes to bind the port it was given.
+const handedOutFor = 10 * time.Minute
+
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]time.Time
+}{ports: map[int]time.Time{}}
 
 // OperatorPID returns the PID in the operator's pidfile and whether that
 // process is alive and is this cluster's operator (its command line names
