@@ -7,21 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 )
 
 func jobConfig(t *testing.T, version string) *config.DeploymentConfig {
 	t.Helper()
-	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: "kubevirt"}}
-	kv.Spec.ImageTag = version
-	cfg, err := config.FromKubeVirt(kv, config.Settings{Namespace: "kubevirt"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return kvtest.Config(t, version)
 }
 
 // TestDumpInstallStrategyErrors checks the exit codes and messages of the

@@ -6,11 +6,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -162,11 +160,7 @@ func TestBuildStagesHandlerTLS(t *testing.T) {
 		{"v1.9.0", Options{HandlerTLS: &HandlerTLSInput{}}, "flag", HandlerTLSFinal},
 		{"v1.6.6", Options{HandlerTLS: &HandlerTLSInput{}}, "old-cert", HandlerTLSNotStaged},
 	} {
-		kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: "kubevirt"}, Spec: kvv1.KubeVirtSpec{ImageTag: c.version}}
-		cfg, err := config.FromKubeVirt(kv, config.Settings{Namespace: "kubevirt"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg := kvtest.Config(t, c.version)
 		s, err := strategy.Generate(cfg)
 		if err != nil {
 			t.Fatal(err)

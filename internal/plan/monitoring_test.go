@@ -11,21 +11,17 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/stage"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func generate(t *testing.T) (*strategy.Strategy, *config.DeploymentConfig) {
 	t.Helper()
-	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: "kubevirt"}, Spec: kvv1.KubeVirtSpec{ImageTag: "v1.5.3"}}
-	cfg, err := config.FromKubeVirt(kv, config.Settings{Namespace: "kubevirt"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := kvtest.Config(t, "v1.5.3")
 	s, err := strategy.Generate(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -16,11 +16,11 @@ import (
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/api/v1alpha1"
 	"github.com/virtop-dev/virtop/internal/certs"
-	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/monitoring/placement"
 	"github.com/virtop-dev/virtop/internal/monitoring/tuning"
 	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
@@ -186,17 +186,15 @@ func TestReplicasPinnedByAPatch(t *testing.T) {
 		"spec.infra.replicas": {infra: ptr.To[uint8](2), want: 2},
 	} {
 		t.Run(name, func(t *testing.T) {
-			kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: "kubevirt"}}
-			if tc.patch.Patch != "" {
-				kv.Spec.CustomizeComponents.Patches = []kvv1.CustomizeComponentsPatch{tc.patch}
-			}
-			if tc.infra != nil {
-				kv.Spec.Infra = &kvv1.ComponentConfig{Replicas: tc.infra}
-			}
-			cfg, err := config.FromKubeVirt(kv, config.Settings{Namespace: "kubevirt"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			// The catalog's default version (no spec.imageTag).
+			cfg := kvtest.Config(t, "", func(kv *kvv1.KubeVirt) {
+				if tc.patch.Patch != "" {
+					kv.Spec.CustomizeComponents.Patches = []kvv1.CustomizeComponentsPatch{tc.patch}
+				}
+				if tc.infra != nil {
+					kv.Spec.Infra = &kvv1.ComponentConfig{Replicas: tc.infra}
+				}
+			})
 			s, err := strategy.Generate(cfg)
 			if err != nil {
 				t.Fatal(err)

@@ -10,21 +10,13 @@ import (
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
 	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/vocab"
 )
 
 func testConfig(t *testing.T, mutate func(*kvv1.KubeVirt)) *config.DeploymentConfig {
 	t.Helper()
-	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: "kubevirt"}}
-	kv.Spec.ImageTag = "v1.5.3"
-	if mutate != nil {
-		mutate(kv)
-	}
-	cfg, err := config.FromKubeVirt(kv, config.Settings{Namespace: "kubevirt"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return kvtest.Config(t, "v1.5.3", mutate)
 }
 
 func TestJobSpec(t *testing.T) {

@@ -12,30 +12,15 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/config"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/uninstall"
 )
 
-func cleanupConfig(t *testing.T, mutate func(*kvv1.KubeVirt)) *config.DeploymentConfig {
-	t.Helper()
-	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: "kubevirt", Name: "kubevirt"}}
-	kv.Spec.ImageTag = "v1.9.0"
-	if mutate != nil {
-		mutate(kv)
-	}
-	cfg, err := config.FromKubeVirt(kv, config.Settings{Namespace: "kubevirt"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
 func TestNodeCleanupJob(t *testing.T) {
-	cfg := cleanupConfig(t, func(kv *kvv1.KubeVirt) {
+	cfg := kvtest.Config(t, "v1.9.0", func(kv *kvv1.KubeVirt) {
 		kv.Spec.ImageRegistry = "registry.example.com/kv"
 		kv.Spec.ImagePullPolicy = corev1.PullIfNotPresent
 		kv.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
@@ -87,7 +72,7 @@ func TestNodeCleanupJob(t *testing.T) {
 		}
 	}
 
-	digest := cleanupConfig(t, func(kv *kvv1.KubeVirt) {
+	digest := kvtest.Config(t, "v1.9.0", func(kv *kvv1.KubeVirt) {
 		kv.Spec.ImageRegistry = "registry.example.com/kv"
 	})
 	digest.ImageDigests = map[string]string{"virt-handler": "sha256:" + strings.Repeat("a", 64)}
@@ -182,7 +167,7 @@ func TestNodeCleanupScript(t *testing.T) {
 	if _, err := exec.LookPath("find"); err != nil {
 		t.Skip("no find(1)")
 	}
-	script := uninstall.NodeCleanupJob(cleanupConfig(t, nil), "n").Spec.Template.Spec.Containers[0].Command[2]
+	script := uninstall.NodeCleanupJob(kvtest.Config(t, "v1.9.0", nil), "n").Spec.Template.Spec.Containers[0].Command[2]
 	layout := func(t *testing.T) string {
 		// Socket paths are limited to 108 bytes: a short directory.
 		root, err := os.MkdirTemp("/tmp", "nc")

@@ -9,17 +9,15 @@ import (
 
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	kvv1 "github.com/virtop-dev/virtop/api/v1"
-	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/release"
 	"github.com/virtop-dev/virtop/internal/scheme"
 	"github.com/virtop-dev/virtop/internal/strategy"
+	"github.com/virtop-dev/virtop/internal/testing/kvtest"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/testing/testenv"
 	"github.com/virtop-dev/virtop/internal/uninstall"
@@ -32,13 +30,7 @@ func TestMain(m *testing.M) {
 // crds renders the CustomResourceDefinitions of a release.
 func crds(t *testing.T, version string) []*apiextv1.CustomResourceDefinition {
 	t.Helper()
-	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: "kubevirt", Name: "kubevirt"}}
-	kv.Spec.ImageTag = version
-	cfg, err := config.FromKubeVirt(kv, config.Settings{Namespace: "kubevirt"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := strategy.Generate(cfg)
+	s, err := strategy.Generate(kvtest.Config(t, version))
 	if err != nil {
 		t.Fatal(err)
 	}

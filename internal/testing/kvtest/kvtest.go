@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kvv1 "github.com/virtop-dev/virtop/api/v1"
+	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/tools/podless"
 )
@@ -45,6 +46,26 @@ func KubeVirt(t testing.TB, ns string, mutate ...func(*kvv1.KubeVirt)) *kvv1.Kub
 		t.Fatal(err)
 	}
 	return kv
+}
+
+// Config is the deployment config of the KubeVirt resource Name in
+// namespace kubevirt at version (spec.imageTag), changed by each mutate in
+// turn, as the operator of that namespace computes it: what a test of a
+// renderer, a Job or a plan starts from.
+func Config(t testing.TB, version string, mutate ...func(*kvv1.KubeVirt)) *config.DeploymentConfig {
+	t.Helper()
+	kv := &kvv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: Name, Namespace: "kubevirt"}}
+	kv.Spec.ImageTag = version
+	for _, m := range mutate {
+		if m != nil {
+			m(kv)
+		}
+	}
+	cfg, err := config.FromKubeVirt(kv, config.Settings{Namespace: "kubevirt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 // Available reports whether kv is Available, and its state when it is
