@@ -70,7 +70,16 @@ type Cluster struct {
 	Name string
 	// StateDir is ${XDG_STATE_HOME:-$HOME/.local/state}/virtop/<Name>.
 	StateDir string
+	// AuditPolicy, when set before the cluster is created, is the path of
+	// an audit policy file (audit.k8s.io/v1 Policy) the API server runs
+	// with, writing JSON lines to AuditLog. Off (empty) by default; a
+	// cluster created without it has no audit log.
+	AuditPolicy string
 }
+
+// AuditLog is where the API server writes its audit events (JSON lines)
+// when the cluster was created with an AuditPolicy.
+func (c *Cluster) AuditLog() string { return filepath.Join(c.StateDir, "audit.log") }
 
 // StateRoot is the directory holding every cluster's state directory.
 func StateRoot() (string, error) {

@@ -182,6 +182,30 @@ func (c *Cluster) componentArgs() []struct {
 	component string
 	args      [][2]string
 } {
+	apiserver := [][2]string{
+		{"advertise-address", c.Gateway()},
+		{"service-cluster-ip-range", ServiceCIDR},
+		// Kubelets by their address: a node's name resolves nowhere here.
+		{"kubelet-preferred-address-types", "InternalIP"},
+		{"enable-aggregator-routing", "true"},
+		{"requestheader-client-ca-file", c.pki("ca.crt")},
+		{"requestheader-allowed-names", "kwok-admin"},
+		{"requestheader-username-headers", "X-Remote-User"},
+		{"requestheader-group-headers", "X-Remote-Group"},
+		{"requestheader-extra-headers-prefix", "X-Remote-Extra-"},
+		{"kubelet-client-certificate", c.pki("admin.crt")},
+		{"kubelet-client-key", c.pki("admin.key")},
+	}
+	if c.AuditPolicy != "" {
+		// The runtime is "binary": the API server reads and writes these
+		// host paths itself. Written synchronously (blocking), never rotated.
+		apiserver = append(apiserver,
+			[2]string{"audit-policy-file", c.AuditPolicy},
+			[2]string{"audit-log-path", c.AuditLog()},
+			[2]string{"audit-log-format", "json"},
+			[2]string{"audit-log-mode", "blocking"},
+			[2]string{"audit-log-maxsize", "0"})
+	}
 	return []struct {
 		component string
 		args      [][2]string
@@ -199,20 +223,7 @@ func (c *Cluster) componentArgs() []struct {
 		// the admin certificate (logs, exec), and lets aggregated API
 		// servers (virt-api) trust the request headers it sets, signed by
 		// the cluster's CA for its proxy client certificate.
-		{ComponentKubeAPIServer, [][2]string{
-			{"advertise-address", c.Gateway()},
-			{"service-cluster-ip-range", ServiceCIDR},
-			// Kubelets by their address: a node's name resolves nowhere here.
-			{"kubelet-preferred-address-types", "InternalIP"},
-			{"enable-aggregator-routing", "true"},
-			{"requestheader-client-ca-file", c.pki("ca.crt")},
-			{"requestheader-allowed-names", "kwok-admin"},
-			{"requestheader-username-headers", "X-Remote-User"},
-			{"requestheader-group-headers", "X-Remote-Group"},
-			{"requestheader-extra-headers-prefix", "X-Remote-Extra-"},
-			{"kubelet-client-certificate", c.pki("admin.crt")},
-			{"kubelet-client-key", c.pki("admin.key")},
-		}},
+		{ComponentKubeAPIServer, apiserver},
 		// Fake pods' and nodes' IPs come from ranges of this cluster's own.
 		// kwok fakes only the nodes FakeNode annotates (kwokctl's default
 		// is every node: it faked the real node's pods Running with fake

@@ -86,6 +86,13 @@ func (c *Cluster) StartUpstreamOperator(ctx context.Context, out io.Writer, rele
 // real node, virt-handler on the fake ones, virt-template off) and nothing
 // else: no imageTag, no webhook patch.
 func (c *Cluster) ApplyUpstreamKubeVirt(ctx context.Context, out io.Writer, release string) error {
+	return c.ApplyUpstreamKubeVirtAt(ctx, out, release, "")
+}
+
+// ApplyUpstreamKubeVirtAt is ApplyUpstreamKubeVirt with spec.imageTag set
+// to imageTag when it is not empty: the same resource, pinned to a release
+// (how virtop is told which release to install).
+func (c *Cluster) ApplyUpstreamKubeVirtAt(ctx context.Context, out io.Writer, release, imageTag string) error {
 	m, err := FindUpstreamManifests(release)
 	if err != nil {
 		return err
@@ -99,7 +106,7 @@ func (c *Cluster) ApplyUpstreamKubeVirt(ctx context.Context, out io.Writer, rele
 		return err
 	}
 	t0 := time.Now()
-	kv, _, err := applySample(ctx, cl, raw, m.KubeVirt, "", c.placement(ClusterOptions{RealNode: true, VMs: c.RunsVMs()}))
+	kv, _, err := applySample(ctx, cl, raw, m.KubeVirt, imageTag, c.placement(ClusterOptions{RealNode: true, VMs: c.RunsVMs()}))
 	if err != nil {
 		return err
 	}
