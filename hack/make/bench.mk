@@ -19,3 +19,19 @@ bench-go: ## Go benchmarks, 3 runs each (strategy generation, encoding, ...)
 bench-e2e: tools ## local-cluster benchmark: install, Prometheus late, idle, memory (MEASURE lines)
 	@mkdir -p $(BENCH_DIR)
 	VIRTOP_BENCH_OUT=$(CURDIR)/$(BENCH_DIR)/e2e.json $(GO) test -tags bench ./test/e2e/bench -run TestBench -p 1 -count=1 -timeout 120m -v | tee $(BENCH_DIR)/e2e.txt
+
+# Upstream KubeVirt's own virt-operator against virtop's (issue 33), each on
+# fresh local clusters with the real node, interleaved; the package
+# test/e2e/benchcompare (build tag bench). VIRTOP_BENCH_COMPARE_RUNS (3)
+# runs each, VIRTOP_BENCH_COMPARE_IDLE (60s) idle window. Needs upstream's
+# images and operator of both releases of the upgrade (built from source,
+# offline, missing ones only) and virtop's release manifest and image.
+BENCH_COMPARE_RELEASES = v1.8.4 v1.9.0
+
+.PHONY: bench-compare
+bench-compare: build tools-demo kustomize node-packages ## upstream's virt-operator vs virtop on fresh real-node clusters: install, requests, memory, Prometheus late, upgrade (dist/bench/compare.md)
+	@mkdir -p $(BENCH_DIR)
+	$(MAKE) --no-print-directory node-images-upstream KUBEVIRT_RELEASE="$(BENCH_COMPARE_RELEASES)"
+	$(MAKE) --no-print-directory release-manifests VERSION=v0.0.0-bench DIST=$(abspath $(BENCH_DIR))/release-manifests PLATFORMS=linux/$$($(GO) env GOARCH)
+	VIRTOP_BENCH_COMPARE_OUT=$(abspath $(BENCH_DIR)) VIRTOP_E2E_RELEASE_MANIFESTS=$(abspath $(BENCH_DIR))/release-manifests \
+		$(GO) test -tags bench ./test/e2e/benchcompare -run TestBenchCompare -count=1 -timeout 600m -v | tee $(BENCH_DIR)/compare.txt
