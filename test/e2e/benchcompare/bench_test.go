@@ -281,15 +281,13 @@ func (b *bench) waitInstalled(version string, since time.Time) (available, ready
 				lastKV = why
 			}
 		}
-		if !available.IsZero() || ready.IsZero() {
+		if ready.IsZero() {
+			// At version's images: the previous release's pods are Ready
+			// too while an upgrade starts.
 			if ok, why := b.componentsReady(ctx, version); ok {
-				if ready.IsZero() {
-					ready = now
-				}
+				ready = now
 			} else {
-				// Ready only counts once the KubeVirt is Available: before,
-				// an old release's pods are Ready too.
-				ready, lastComp = time.Time{}, why
+				lastComp = why
 			}
 		}
 		if !available.IsZero() && !ready.IsZero() {

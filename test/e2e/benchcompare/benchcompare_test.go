@@ -90,16 +90,19 @@ func TestMarkdown(t *testing.T) {
 		Runs: []Run{
 			{Operator: Upstream, N: 1, Available: f(100), Install: &Counts{Requests: 40, Writes: 10}, PrometheusNote: "not within 2m", Upgrade: f(300)},
 			{Operator: Virtop, N: 2, Available: f(50), Install: &Counts{Requests: 10, Writes: 5}, Prometheus: f(1.5), Error: "boom | bang"},
+			{Operator: Virtop, N: 3, Available: f(70), Install: &Counts{Requests: 12, Writes: 7}, Prometheus: f(2.5)},
 		},
 		Notes: []string{"a note"}}
 	md := rep.Markdown()
 	for _, want := range []string{
-		"| KubeVirt created → Available (s) | 100.0 | 50.0 | 0.50× |",
-		"| API requests, created → Available | 40 | 10 | 0.25× |",
-		"| API writes, idle 60s after Available | – (none of 1) | – (none of 1) | – |",
-		"| Prometheus created → ServiceMonitor and PrometheusRule selected (s) | – (none of 1) | 1.5 | – |",
-		"| Prometheus created → ServiceMonitor and PrometheusRule selected (s) | not within 2m | 1.5 |",
-		"| upgrade v1.8.4 → v1.9.0 → Available, rolled out (s) | 300.0 | – (none of 1) | – |",
+		"| KubeVirt created → Available (s) | 100.0 | 60.0 | 0.60× |",
+		"| API requests, created → Available | 40 | 11 | 0.28× |",
+		"| operator RSS after the idle window (MiB) | – | – | – |",
+		"| KubeVirt created → Available (s) | 100.0 | 50.0, 70.0 |",
+		"| API writes, idle 60s after Available | – | – | – |",
+		"| Prometheus created → ServiceMonitor and PrometheusRule selected (s) | not within 2m | 2.0 | – |",
+		"| Prometheus created → ServiceMonitor and PrometheusRule selected (s) | not within 2m | 1.5, 2.5 |",
+		"| upgrade v1.8.4 → v1.9.0 → Available, rolled out (s) | 300.0 | – | – |",
 		"**stopped early**: boom \\| bang",
 		"- a note",
 	} {

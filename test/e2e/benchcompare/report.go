@@ -81,6 +81,8 @@ type Metric struct {
 	Name string
 	Unit string
 	Get  func(Run) *float64
+	// Missing, if set, says why a run has no figure (else "–").
+	Missing func(Run) string
 }
 
 func count(f func(Run) *Counts, writes bool) func(Run) *float64 {
@@ -101,16 +103,16 @@ func count(f func(Run) *Counts, writes bool) func(Run) *float64 {
 func (rep Report) Metrics() []Metric {
 	idle := fmt.Sprintf("%gs", rep.IdleSeconds)
 	return []Metric{
-		{"KubeVirt created → Available", "s", func(r Run) *float64 { return r.Available }},
-		{"KubeVirt created → every component pod Ready", "s", func(r Run) *float64 { return r.ComponentsReady }},
-		{"API requests, created → Available", "", count(func(r Run) *Counts { return r.Install }, false)},
-		{"API writes, created → Available", "", count(func(r Run) *Counts { return r.Install }, true)},
-		{"API requests, idle " + idle + " after Available", "", count(func(r Run) *Counts { return r.Idle }, false)},
-		{"API writes, idle " + idle + " after Available", "", count(func(r Run) *Counts { return r.Idle }, true)},
-		{"operator RSS after the idle window", "MiB", func(r Run) *float64 { return mib(r.RSSKiB) }},
-		{"operator peak RSS (VmHWM)", "MiB", func(r Run) *float64 { return mib(r.HWMKiB) }},
-		{"Prometheus created → ServiceMonitor and PrometheusRule selected", "s", func(r Run) *float64 { return r.Prometheus }},
-		{"upgrade " + rep.From + " → " + rep.To + " → Available, rolled out", "s", func(r Run) *float64 { return r.Upgrade }},
+		{"KubeVirt created → Available", "s", func(r Run) *float64 { return r.Available }, nil},
+		{"KubeVirt created → every component pod Ready", "s", func(r Run) *float64 { return r.ComponentsReady }, nil},
+		{"API requests, created → Available", "", count(func(r Run) *Counts { return r.Install }, false), nil},
+		{"API writes, created → Available", "", count(func(r Run) *Counts { return r.Install }, true), nil},
+		{"API requests, idle " + idle + " after Available", "", count(func(r Run) *Counts { return r.Idle }, false), nil},
+		{"API writes, idle " + idle + " after Available", "", count(func(r Run) *Counts { return r.Idle }, true), nil},
+		{"operator RSS after the idle window", "MiB", func(r Run) *float64 { return mib(r.RSSKiB) }, nil},
+		{"operator peak RSS (VmHWM)", "MiB", func(r Run) *float64 { return mib(r.HWMKiB) }, nil},
+		{"Prometheus created → ServiceMonitor and PrometheusRule selected", "s", func(r Run) *float64 { return r.Prometheus }, func(r Run) string { return r.PrometheusNote }},
+		{"upgrade " + rep.From + " → " + rep.To + " → Available, rolled out", "s", func(r Run) *float64 { return r.Upgrade }, nil},
 	}
 }
 
@@ -145,7 +147,7 @@ func Ratio(virtop, upstream float64) string {
 
 // values are a metric's values over the runs of op, and how many of its
 // runs had none.
-func (rep Report) values(m Metric, op string) (vs []float64, missing int) {
+func (rep Report) values(m Metric, op string) (vs []float64, missing []string) {
 	for _, r := range rep.Runs {
 		if r.Operator != op {
 			continue
@@ -153,10 +155,20 @@ func (rep Report) values(m Metric, op string) (vs []float64, missing int) {
 		if v := m.Get(r); v != nil {
 			vs = append(vs, *v)
 		} else {
-			missing++
+			missing = append(missing, m.why(r))
 		}
 	}
 	return vs, missing
+}
+
+// why a run has no figure of m.
+func (m Metric) why(r Run) string {
+	if m.Missing != nil {
+		if s := m.Missing(r); s != "" {
+			return s
+		}
+	}
+	return "–"
 }
 
 func format(v float64, unit string) string {
@@ -223,16 +235,23 @@ func (rep Report) Markdown() string {
 	return b.String()
 }
 
-// cell is a median, marked when some runs had no figure.
-func cell(v float64, unit string, missing, have int) string {
+// cell is a median, marked when some runs had no figure; with none, why
+// (when every run says the same) or "–".
+func cell(v float64, unit string, missing []string, have int) string {
 	s := format(v, unit)
-	if missing > 0 {
-		if have == 0 {
-			return fmt.Sprintf("– (none of %d)", missing)
-		}
-		s += fmt.Sprintf(" (%d of %d runs)", have, have+missing)
+	switch {
+	case len(missing) == 0:
+		return s
+	case have > 0:
+		return s + fmt.Sprintf(" (%d of %d runs)", have, have+len(missing))
 	}
-	return s
+	why := missing[0]
+	for _, w := range missing {
+		if w != why {
+			why = "–"
+		}
+	}
+	return why
 }
 
 // each lists a metric's figure in each run of op, in order; "–" where the
@@ -245,10 +264,8 @@ func (rep Report) each(m Metric, op string) string {
 		}
 		if v := m.Get(r); v != nil {
 			parts = append(parts, format(*v, m.Unit))
-		} else if r.PrometheusNote != "" && strings.HasPrefix(m.Name, "Prometheus") {
-			parts = append(parts, r.PrometheusNote)
 		} else {
-			parts = append(parts, "–")
+			parts = append(parts, m.why(r))
 		}
 	}
 	return strings.Join(parts, ", ")
