@@ -67,7 +67,7 @@ stderr every 10 s says so (the Job's log shows what it waits for).`,
 // (internal/strategystore) with the command's cluster. Errors a retry
 // cannot fix are plain (exit 2); others are ExitErrors with code 1.
 func dumpInstallStrategy(ctx context.Context, raw, signingKey string, kube *clusterFlags, log io.Writer) error {
-	cm, err := strategystore.RenderForJob(raw, signingKey, *kube.ConfigFlags.Namespace, log)
+	cm, err := strategystore.RenderForJob(raw, signingKey, kube.overrides.Context.Namespace, log)
 	if err != nil {
 		return err
 	}

@@ -6,43 +6,69 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtop-dev/virtop/internal/config"
 	"github.com/virtop-dev/virtop/internal/scheme"
 )
 
-// clusterFlags are kubectl's connection flags (k8s.io/cli-runtime's
-// ConfigFlags: --kubeconfig, --context, --cluster, --user, -n/--namespace,
-// -s/--server, --token, --as, --as-group, --as-uid, --request-timeout,
-// TLS and the rest), on every command that talks to a cluster
-// (TestClusterFlags). The namespace is KubeVirt's install namespace: -n,
-// else kubevirt (not the context's namespace, which is rarely KubeVirt's).
+// clusterFlags are kubectl's connection flags (client-go's clientcmd
+// override flags, the ones kubectl's own come from: --kubeconfig,
+// --context, --cluster, --user, -n/--namespace, -s/--server, --token, --as,
+// --as-group, --as-uid, --request-timeout, TLS and the rest), on every
+// command that talks to a cluster (TestClusterFlags). The namespace is
+// KubeVirt's install namespace: -n, else kubevirt (not the context's
+// namespace, which is rarely KubeVirt's). (k8s.io/cli-runtime's
+// ConfigFlags gives the same flags but links kustomize and its embedded
+// OpenAPI documents into the binary the operator runs from:
+// docs/benchmarks.md.)
 type clusterFlags struct {
-	*genericclioptions.ConfigFlags
+	rules     clientcmd.ClientConfigLoadingRules
+	overrides clientcmd.ConfigOverrides
 	// defaultNamespace is used when -n is not given.
 	defaultNamespace string
+
+	loader clientcmd.ClientConfig
 }
 
 // addClusterFlags adds the connection flags to cmd, with completion of
 // contexts, clusters, users and namespaces from the kubeconfig.
 func addClusterFlags(cmd *cobra.Command) *clusterFlags {
-	f := &clusterFlags{ConfigFlags: genericclioptions.NewConfigFlags(true), defaultNamespace: config.DefaultNamespace}
+	f := &clusterFlags{rules: *clientcmd.NewDefaultClientConfigLoadingRules(), defaultNamespace: config.DefaultNamespace}
+	fs := cmd.Flags()
+	fs.StringVar(&f.rules.ExplicitPath, clientcmd.RecommendedConfigPathFlag, "", "Path to the kubeconfig file to use for CLI requests.")
+	names := clientcmd.RecommendedConfigOverrideFlags("")
+	names.ClusterOverrideFlags.APIServer.ShortName = "s"
+	clientcmd.BindOverrideFlags(&f.overrides, fs, names)
 	// Where to look: KubeVirt's install namespace.
-	f.ConfigFlags.AddFlags(cmd.Flags())
-	if ns := cmd.Flags().Lookup("namespace"); ns != nil {
+	if ns := fs.Lookup("namespace"); ns != nil {
 		ns.Usage = "KubeVirt's install namespace (default " + config.DefaultNamespace + ")"
 	}
 	registerClusterCompletions(cmd, f)
 	return f
 }
 
+// ToRawKubeConfigLoader is the kubeconfig as the flags select it (made
+// once, after the flags are parsed).
+func (f *clusterFlags) ToRawKubeConfigLoader() clientcmd.ClientConfig {
+	if f.loader == nil {
+		f.loader = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(&f.rules, &f.overrides)
+	}
+	return f.loader
+}
+
+// ToRESTConfig is the client configuration of the flags and the
+// kubeconfig, or the in-cluster account when there is no kubeconfig.
+func (f *clusterFlags) ToRESTConfig() (*rest.Config, error) {
+	return f.ToRawKubeConfigLoader().ClientConfig()
+}
+
 // Namespace is -n, else the default install namespace.
 func (f *clusterFlags) Namespace() string {
-	if f.ConfigFlags.Namespace != nil && *f.ConfigFlags.Namespace != "" {
-		return *f.ConfigFlags.Namespace
+	if f.overrides.Context.Namespace != "" {
+		return f.overrides.Context.Namespace
 	}
 	return f.defaultNamespace
 }
@@ -59,8 +85,8 @@ func (f *clusterFlags) RESTConfig() (*rest.Config, error) {
 
 // Context is the kubeconfig context in use ("" in cluster).
 func (f *clusterFlags) Context() string {
-	if f.ConfigFlags.Context != nil && *f.ConfigFlags.Context != "" {
-		return *f.ConfigFlags.Context
+	if f.overrides.CurrentContext != "" {
+		return f.overrides.CurrentContext
 	}
 	raw, err := f.ToRawKubeConfigLoader().RawConfig()
 	if err != nil {
@@ -70,33 +96,24 @@ func (f *clusterFlags) Context() string {
 }
 
 // Kubeconfig is --kubeconfig as given ("" for the default rules).
-func (f *clusterFlags) Kubeconfig() string {
-	if f.KubeConfig == nil {
-		return ""
-	}
-	return *f.KubeConfig
-}
+func (f *clusterFlags) Kubeconfig() string { return f.rules.ExplicitPath }
 
 // RequestTimeout is --request-timeout as a duration (0: none).
 func (f *clusterFlags) RequestTimeout() (time.Duration, error) {
-	if f.Timeout == nil || *f.Timeout == "" || *f.Timeout == "0" {
+	t := f.overrides.Timeout
+	if t == "" || t == "0" {
 		return 0, nil
 	}
-	d, err := time.ParseDuration(*f.Timeout)
+	d, err := time.ParseDuration(t)
 	if err != nil {
-		return 0, &ExitError{Code: 2, Err: fmt.Errorf("--request-timeout %q: %w", *f.Timeout, err)}
+		return 0, &ExitError{Code: 2, Err: fmt.Errorf("--request-timeout %q: %w", t, err)}
 	}
 	return d, nil
 }
 
 // ExplicitContext is --context as given ("" when the kubeconfig's current
 // context is used), so a report can say the context was only the default.
-func (f *clusterFlags) ExplicitContext() string {
-	if f.ConfigFlags.Context == nil {
-		return ""
-	}
-	return *f.ConfigFlags.Context
-}
+func (f *clusterFlags) ExplicitContext() string { return f.overrides.CurrentContext }
 
 // Client is a client for the flags' cluster (a connection error is a
 // usage or connection error: exit 2).
