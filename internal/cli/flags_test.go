@@ -212,6 +212,18 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
+// TestOperatorRefusesNonPositiveClientLimits: a zero or negative client
+// rate limit is refused before anything starts, naming both flags.
+func TestOperatorRefusesNonPositiveClientLimits(t *testing.T) {
+	for _, args := range [][]string{{"--client-qps", "0"}, {"--client-burst", "-1"}} {
+		var out, errb bytes.Buffer
+		code := Main(append([]string{"operator", "--kubeconfig", "/nonexistent"}, args...), &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), "both must be positive") {
+			t.Errorf("virtop operator %v: exit %d, stderr %q; want 2 and the limits refused", args, code, errb.String())
+		}
+	}
+}
+
 // Leader election is on unless turned off: two operators of a namespace
 // (a Deployment scaled up, a second install of the chart) must not both
 // reconcile with one field manager.
