@@ -17,7 +17,7 @@ import (
 // connection flags. (up and down make their own cluster and kubeconfig.)
 var clusterCommands = []string{"adopt", "doctor", "dump-install-strategy", "handback", "operator", "uninstall"}
 
-// configFlags are the flags of cli-runtime's ConfigFlags that users know
+// configFlags are the connection flags (clientcmd's) that users know
 // from kubectl, with their shorthands.
 var configFlags = map[string]string{
 	"kubeconfig": "", "context": "", "cluster": "", "user": "", "namespace": "n", "server": "s",

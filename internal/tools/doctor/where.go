@@ -66,8 +66,8 @@ type Explicit struct {
 }
 
 // Locate describes where a command looks from the kubeconfig loader it
-// used (clientcmd's deferred loader, or cli-runtime's
-// ConfigFlags.ToRawKubeConfigLoader()), what the command line named, and
+// used (clientcmd's deferred loader, as the CLI's connection flags
+// build it), what the command line named, and
 // the REST config the loader produced. It reads files only through the
 // loader.
 func Locate(loader clientcmd.ClientConfig, named Explicit, cfg *rest.Config) Where {
