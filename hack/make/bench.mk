@@ -3,14 +3,21 @@
 # late on envtest) three times each, then the local-cluster benchmark
 # (test/e2e/bench, build tag bench): created -> Available with 3, 100 and
 # 1000 fake nodes, Prometheus late, idle minutes and memory, each timed
-# figure the median of 3 runs. Output: dist/bench/{go.txt,e2e.txt,e2e.json};
-# docs/benchmarks.md holds the latest figures.
+# figure the median of 3 runs, then bench-compare (below) and the report
+# (hack/benchreport): dist/bench/report.md with every figure against its
+# target and SVG plots beside it. Output: dist/bench/{go.txt,e2e.txt,
+# e2e.json,compare.md,compare.json,report.md,*.svg}; docs/benchmarks.md
+# holds the latest figures.
 BENCH_DIR ?= dist/bench
 # VIRTOP_BENCH_NODES, VIRTOP_BENCH_RUNS, VIRTOP_BENCH_IDLE_MINUTES and
 # VIRTOP_BENCH_NAMESPACES shrink the e2e benchmark (see test/e2e/bench).
 
-.PHONY: bench bench-go bench-e2e
-bench: bench-go bench-e2e ## Every benchmark (not part of CI); figures in dist/bench
+.PHONY: bench bench-go bench-e2e bench-report
+bench: bench-go bench-e2e bench-compare ## Every benchmark (not part of CI), then the report: dist/bench/report.md
+	$(MAKE) --no-print-directory bench-report
+
+bench-report: ## dist/bench/report.md and its plots from the figures in dist/bench (e2e.json, compare.json if there)
+	$(GO) run ./hack/benchreport -dir $(BENCH_DIR)
 
 bench-go: ## Go benchmarks, 3 runs each (strategy generation, encoding, ...)
 	@mkdir -p $(BENCH_DIR)

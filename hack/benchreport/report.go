@@ -1,0 +1,355 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/virtop-dev/virtop/test/e2e/benchcompare"
+)
+
+// Figure is one figure of test/e2e/bench (its JSON form).
+type Figure struct {
+	Name   string    `json:"name"`
+	Unit   string    `json:"unit"`
+	Runs   []float64 `json:"runs"`
+	Median float64   `json:"median"`
+	Target string    `json:"target,omitempty"`
+	Detail string    `json:"detail,omitempty"`
+}
+
+// Sample is one reading of the operator's resident memory.
+type Sample struct {
+	At    float64 `json:"at"`
+	RSS   float64 `json:"rssMiB"`
+	Phase string  `json:"phase"`
+}
+
+// E2E is test/e2e/bench's e2e.json.
+type E2E struct {
+	Started time.Time `json:"started"`
+	Machine string    `json:"machine"`
+	Figures []Figure  `json:"figures"`
+	Memory  []Sample  `json:"memory,omitempty"`
+}
+
+// Pair is one figure measured for both operators.
+type Pair struct {
+	Name     string
+	Unit     string
+	Upstream []float64
+	Virtop   []float64
+	// Target is the bound on virtop/upstream ("<= 0.25x") or on virtop's
+	// median ("<= 0.5 s", "0").
+	Target string
+}
+
+// Compare is what the report takes from test/e2e/benchcompare's
+// compare.json.
+type Compare struct {
+	Started string
+	Machine string
+	Release string
+	Pairs   []Pair
+	Notes   []string
+}
+
+// pairTargets are issue 33's targets of the comparison, by the start of a
+// benchcompare metric's name.
+var pairTargets = map[string]string{
+	"KubeVirt created → Available":       "<= 0.25x",
+	"API writes, idle":                   "0",
+	"operator RSS after the idle window": "<= 0.25x",
+	"Prometheus created →":               "<= 0.5 s",
+}
+
+// FromCompare turns benchcompare's report into pairs: each metric's values
+// per operator, runs that did not measure it left out.
+func FromCompare(rep benchcompare.Report) *Compare {
+	c := &Compare{Started: rep.Started, Machine: rep.Machine, Release: rep.To, Notes: rep.Notes}
+	for _, m := range rep.Metrics() {
+		p := Pair{Name: m.Name, Unit: m.Unit}
+		if p.Unit == "" {
+			p.Unit = "requests"
+		}
+		for prefix, target := range pairTargets {
+			if strings.HasPrefix(m.Name, prefix) {
+				p.Target = target
+			}
+		}
+		for _, r := range rep.Runs {
+			v := m.Get(r)
+			if v == nil {
+				continue
+			}
+			switch r.Operator {
+			case benchcompare.Upstream:
+				p.Upstream = append(p.Upstream, *v)
+			case benchcompare.Virtop:
+				p.Virtop = append(p.Virtop, *v)
+			}
+		}
+		c.Pairs = append(c.Pairs, p)
+	}
+	return c
+}
+
+// Input is everything a report is made from.
+type Input struct {
+	E2E     E2E
+	Compare *Compare
+}
+
+// Verdict of a figure against its target.
+type Verdict string
+
+const (
+	Met      Verdict = "met"
+	NotMet   Verdict = "**not met**"
+	NoTarget Verdict = ""
+)
+
+var targetRE = regexp.MustCompile(`^\s*(<=|<|>=|>)?\s*([0-9.]+)\s*(x|×)?\s*(.*)$`)
+
+// Target is a parsed target: the value must be op bound; Ratio says the
+// bound is on virtop/upstream.
+type Target struct {
+	Op    string
+	Bound float64
+	Ratio bool
+	Unit  string
+}
+
+// ParseTarget reads "<= 5 s", "0", "<= 0.25x"; ok is false for text it
+// cannot read as a bound (which the report then shows without a verdict).
+func ParseTarget(s string) (Target, bool) {
+	m := targetRE.FindStringSubmatch(s)
+	if m == nil || strings.TrimSpace(s) == "" {
+		return Target{}, false
+	}
+	v, err := strconv.ParseFloat(m[2], 64)
+	if err != nil {
+		return Target{}, false
+	}
+	op := m[1]
+	if op == "" {
+		op = "<="
+	}
+	return Target{Op: op, Bound: v, Ratio: m[3] != "", Unit: strings.TrimSpace(m[4])}, true
+}
+
+// Judge says whether v meets t.
+func (t Target) Judge(v float64) Verdict {
+	ok := false
+	switch t.Op {
+	case "<=":
+		ok = v <= t.Bound
+	case "<":
+		ok = v < t.Bound
+	case ">=":
+		ok = v <= t.Bound
+	case ">":
+		ok = v > t.Bound
+	}
+	if ok {
+		return Met
+	}
+	return NotMet
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	n := len(s)
+	switch {
+	case n == 0:
+		return 0
+	case n%2 == 1:
+		return s[n/2]
+	default:
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+}
+
+var availableRE = regexp.MustCompile(`^KubeVirt created -> Available, (\d+) fake nodes$`)
+
+// nodeScaling returns the Available figures by node count, ascending.
+func nodeScaling(figs []Figure) (nodes []int, secs []float64) {
+	type p struct {
+		n int
+		s float64
+	}
+	var ps []p
+	for _, f := range figs {
+		if m := availableRE.FindStringSubmatch(f.Name); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			ps = append(ps, p{n, f.Median})
+		}
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].n < ps[j].n })
+	for _, x := range ps {
+		nodes, secs = append(nodes, x.n), append(secs, x.s)
+	}
+	return nodes, secs
+}
+
+func figure(figs []Figure, name string) (Figure, bool) {
+	for _, f := range figs {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return Figure{}, false
+}
+
+func num(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
+
+func runs(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = num(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+// Render returns report.md and its plots, by file name.
+func Render(in Input) (map[string][]byte, error) {
+	if len(in.E2E.Figures) == 0 {
+		return nil, fmt.Errorf("e2e.json holds no figures: run make bench-e2e first")
+	}
+	files := map[string][]byte{}
+	var b bytes.Buffer
+	e := in.E2E
+	fmt.Fprintf(&b, "# virtop benchmark report\n\nMeasured %s on %s.\n\n", e.Started.UTC().Format("2006-01-02 15:04 MST"), e.Machine)
+	if in.Compare != nil {
+		fmt.Fprintf(&b, "Side by side with upstream's virt-operator (%s), measured %s on %s; the comparison's own report is compare.md.\n\n", in.Compare.Release, in.Compare.Started, in.Compare.Machine)
+	}
+
+	b.WriteString("## Targets\n\n| figure | measured (median) | target | |\n|---|---|---|---|\n")
+	for _, row := range targetRows(in) {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", row[0], row[1], row[2], row[3])
+	}
+	b.WriteString("\n")
+
+	if nodes, secs := nodeScaling(e.Figures); len(nodes) > 0 {
+		files["available-vs-nodes.svg"] = lineChart("KubeVirt created → Available", "fake nodes", "seconds", toFloat(nodes), secs, nil)
+		b.WriteString("## Time to Available against the node count\n\n![time to Available against nodes](available-vs-nodes.svg)\n\n")
+		b.WriteString("| fake nodes | created → Available | virtop: → last workload created | cluster: → all rolled out | virtop: → Available | API requests |\n|---|---|---|---|---|---|\n")
+		for i, n := range nodes {
+			cell := func(name string) string {
+				if f, ok := figure(e.Figures, fmt.Sprintf(name, n)); ok {
+					return num(f.Median)
+				}
+				return "–"
+			}
+			fmt.Fprintf(&b, "| %d | %s s | %s s | %s s | %s s | %s |\n", n, num(secs[i]),
+				cell("virtop: created -> last workload created, %d fake nodes"),
+				cell("cluster: last workload created -> all workloads rolled out, %d fake nodes"),
+				cell("virtop: all workloads rolled out -> Available, %d fake nodes"),
+				cell("API requests from created to Available, %d fake nodes"))
+		}
+		b.WriteString("\n")
+	}
+
+	if len(e.Memory) > 0 {
+		xs, ys := make([]float64, len(e.Memory)), make([]float64, len(e.Memory))
+		var marks []mark
+		for i, s := range e.Memory {
+			xs[i], ys[i] = s.At/60, s.RSS
+			if i == 0 || s.Phase != e.Memory[i-1].Phase {
+				marks = append(marks, mark{x: s.At / 60, label: s.Phase})
+			}
+		}
+		files["memory.svg"] = lineChart("operator resident memory (VmRSS)", "minutes", "MiB", xs, ys, marks)
+		peak := slices.Max(ys)
+		fmt.Fprintf(&b, "## The operator's memory over the run\n\n![memory over the run](memory.svg)\n\nSampled each second: %d samples, peak %s MiB.\n\n", len(ys), num(peak))
+	}
+
+	if c := in.Compare; c != nil && len(c.Pairs) > 0 {
+		var labels []string
+		var up, vt []float64
+		b.WriteString("## virtop beside upstream\n\n| figure | upstream (median; runs) | virtop (median; runs) | virtop / upstream |\n|---|---|---|---|\n")
+		for _, p := range c.Pairs {
+			mu, mv := median(p.Upstream), median(p.Virtop)
+			ratio := "–"
+			if mu > 0 && len(p.Upstream) > 0 && len(p.Virtop) > 0 {
+				ratio = num(mv/mu) + "×"
+				if p.Unit == "s" || p.Unit == "MiB" {
+					labels, up, vt = append(labels, p.Name), append(up, 1), append(vt, mv/mu)
+				}
+			}
+			fmt.Fprintf(&b, "| %s | %s %s (%s) | %s %s (%s) | %s |\n", p.Name, num(mu), p.Unit, runs(p.Upstream), num(mv), p.Unit, runs(p.Virtop), ratio)
+		}
+		b.WriteString("\n")
+		if len(labels) > 0 {
+			files["compare.svg"] = barChart("virtop's median as a fraction of upstream's (upstream = 1)", labels, up, vt)
+			b.WriteString("![virtop beside upstream](compare.svg)\n\n")
+		}
+		for _, n := range c.Notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+		if len(c.Notes) > 0 {
+			b.WriteString("\n")
+		}
+	}
+
+	b.WriteString("## Every figure\n\n| figure | median | runs | target | detail |\n|---|---|---|---|---|\n")
+	for _, f := range e.Figures {
+		fmt.Fprintf(&b, "| %s | %s %s | %s | %s | %s |\n", f.Name, num(f.Median), f.Unit, runs(f.Runs), f.Target, strings.ReplaceAll(f.Detail, "|", "/"))
+	}
+	files["report.md"] = b.Bytes()
+	return files, nil
+}
+
+func toFloat(v []int) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+// targetRows are the issue's targets, each with what was measured and a
+// verdict: the figures that carry a target, the node scaling (the largest
+// node count within twice the smallest's time) and the comparison's pairs.
+func targetRows(in Input) [][4]string {
+	var rows [][4]string
+	for _, f := range in.E2E.Figures {
+		t, ok := ParseTarget(f.Target)
+		if !ok || t.Ratio {
+			continue
+		}
+		rows = append(rows, [4]string{f.Name, num(f.Median) + " " + f.Unit, f.Target, string(t.Judge(f.Median))})
+	}
+	if nodes, secs := nodeScaling(in.E2E.Figures); len(nodes) >= 2 && secs[0] > 0 {
+		r := secs[len(secs)-1] / secs[0]
+		t := Target{Op: "<=", Bound: 2}
+		rows = append(rows, [4]string{fmt.Sprintf("%d nodes → Available against %d nodes", nodes[len(nodes)-1], nodes[0]),
+			fmt.Sprintf("%s× (%s s against %s s)", num(r), num(secs[len(secs)-1]), num(secs[0])), "<= 2×", string(t.Judge(r))})
+	}
+	if c := in.Compare; c != nil {
+		for _, p := range c.Pairs {
+			t, ok := ParseTarget(p.Target)
+			if !ok {
+				continue
+			}
+			mu, mv := median(p.Upstream), median(p.Virtop)
+			switch {
+			case t.Ratio && mu > 0 && len(p.Virtop) > 0:
+				rows = append(rows, [4]string{p.Name + ", virtop / upstream", fmt.Sprintf("%s× (%s against %s %s)", num(mv/mu), num(mv), num(mu), p.Unit), p.Target, string(t.Judge(mv / mu))})
+			case !t.Ratio && len(p.Virtop) > 0 && len(p.Upstream) > 0:
+				rows = append(rows, [4]string{p.Name + ", virtop", fmt.Sprintf("%s %s (upstream %s)", num(mv), p.Unit, num(mu)), p.Target, string(t.Judge(mv))})
+			case !t.Ratio && len(p.Virtop) > 0:
+				rows = append(rows, [4]string{p.Name + ", virtop", num(mv) + " " + p.Unit, p.Target, string(t.Judge(mv))})
+			default:
+				rows = append(rows, [4]string{p.Name, "not measured", p.Target, string(NotMet)})
+			}
+		}
+	}
+	return rows
+}
