@@ -92,6 +92,8 @@ type Counts struct {
 	Requests int            `json:"requests"`
 	Writes   int            `json:"writes"`
 	ByVerb   map[string]int `json:"byVerb,omitempty"`
+	// ByResource counts by "verb resource[/subresource]".
+	ByResource map[string]int `json:"byResource,omitempty"`
 }
 
 // String is "N requests (W writes; verb n, ...)".
@@ -110,13 +112,21 @@ func (c Counts) String() string {
 
 // Count counts the events of users received in [from, to).
 func Count(events []AuditEvent, users []string, from, to time.Time) Counts {
-	c := Counts{ByVerb: map[string]int{}}
+	c := Counts{ByVerb: map[string]int{}, ByResource: map[string]int{}}
 	for _, ev := range events {
 		if !contains(users, ev.User.Username) || ev.RequestReceivedTimestamp.Before(from) || !ev.RequestReceivedTimestamp.Before(to) {
 			continue
 		}
 		c.Requests++
 		c.ByVerb[ev.Verb]++
+		res := "(no object)"
+		if o := ev.ObjectRef; o != nil {
+			res = o.Resource
+			if o.Subresource != "" {
+				res += "/" + o.Subresource
+			}
+		}
+		c.ByResource[ev.Verb+" "+res]++
 		if IsWriteVerb(ev.Verb) {
 			c.Writes++
 		}

@@ -46,6 +46,9 @@ func TestReadAuditAndCount(t *testing.T) {
 	if c.Requests != 4 || c.Writes != 2 || c.ByVerb["watch"] != 1 || c.ByVerb["create"] != 0 {
 		t.Errorf("Count = %s, want 4 requests, 2 writes (patch, deletecollection), 1 watch", c)
 	}
+	if c.ByResource["get kubevirts"] != 1 || c.ByResource["patch (no object)"] != 1 {
+		t.Errorf("Count by resource = %v", c.ByResource)
+	}
 	if c := Count(evs, []string{sa}, at(6), at(9)); c.Requests != 0 {
 		t.Errorf("an empty window counts %s", c)
 	}
