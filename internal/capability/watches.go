@@ -2,6 +2,7 @@ package capability
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -111,8 +112,13 @@ func (w *Watches) Reader(api stage.Gate) client.Reader {
 }
 
 // Sync starts the watch of every optional kind whose API is served and
-// stops the others. apis is keyed like plan.Capabilities.APIs.
+// stops the others. apis is keyed like plan.Capabilities.APIs. New watches
+// start together: each waits for its informer's first list, which the API
+// server answers about a second after a CRD appears (a monitoring stack
+// installed at once brings three), and one after the other those waits
+// added up.
 func (w *Watches) Sync(ctx context.Context, apis map[string]bool) error {
+	var starting []OptionalKind
 	for _, k := range w.Kinds {
 		served := apis[apiKey(k.API)]
 		w.mu.Lock()
@@ -120,9 +126,7 @@ func (w *Watches) Sync(ctx context.Context, apis map[string]bool) error {
 		w.mu.Unlock()
 		switch {
 		case served && !running:
-			if err := w.start(ctx, k); err != nil {
-				return err
-			}
+			starting = append(starting, k)
 		case !served && running:
 			a.cancel()
 			w.mu.Lock()
@@ -131,7 +135,13 @@ func (w *Watches) Sync(ctx context.Context, apis map[string]bool) error {
 			ctrl.LoggerFrom(ctx).Info("Stopped watching an API that is no longer served", "api", string(k.API))
 		}
 	}
-	return nil
+	errs := make([]error, len(starting))
+	var wg sync.WaitGroup
+	for i, k := range starting {
+		wg.Go(func() { errs[i] = w.start(ctx, k) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (w *Watches) start(ctx context.Context, k OptionalKind) error {
