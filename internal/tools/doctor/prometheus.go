@@ -247,8 +247,9 @@ func checkPromTarget(f *Facts) Check {
 		c.Hint = "open " + strings.TrimSuffix(pf.URL, "/") + "/targets and search for " + metrics.KubeVirtJob
 		return c
 	}
-	var down, noLabels []string
+	var down, gone, noLabels []string
 	seen := map[string]bool{}
+	current := len(pf.Up)
 	for _, s := range pf.Up {
 		pod := s.Labels["pod"]
 		seen[pod] = true
@@ -256,7 +257,14 @@ func checkPromTarget(f *Facts) Check {
 		if id == "" {
 			id = s.Labels["instance"]
 		}
-		if s.Value == 0 {
+		switch {
+		case s.Value == 0 && f.podGone(s.Labels["namespace"], pod):
+			// Prometheus keeps the target of a deleted pod until its
+			// service discovery next drops it: nothing is wrong with the
+			// monitoring, and the pod's component is judged by its pods.
+			gone = append(gone, id)
+			current--
+		case s.Value == 0:
 			down = append(down, id)
 		}
 		if s.Labels["namespace"] == "" || pod == "" {
@@ -281,8 +289,16 @@ func checkPromTarget(f *Facts) Check {
 	if len(simulated) > 0 {
 		simulatedNote = fmt.Sprintf(" Not expected as targets: %d ready pods on simulated (kwok) nodes, where no container serves metrics (%s).", len(simulated), strings.Join(simulated, ", "))
 	}
+	if len(gone) > 0 {
+		sort.Strings(gone)
+		simulatedNote += fmt.Sprintf(" Not counted: %d targets of pods that no longer exist, down until Prometheus's discovery drops them (%s).", len(gone), strings.Join(gone, ", "))
+	}
 	switch {
-	case len(down) > 0 && len(down) == len(pf.Up):
+	case current == 0:
+		c.Status = Warn
+		c.Evidence = "every KubeVirt target is of a pod that no longer exists." + simulatedNote
+		c.Hint = "open " + strings.TrimSuffix(pf.URL, "/") + "/targets and search for " + metrics.KubeVirtJob
+	case len(down) > 0 && len(down) == current:
 		c.Status = Fail
 		c.Link = "scrapes failing (up == 0)"
 		c.Evidence = fmt.Sprintf("every KubeVirt target is down (up == 0): %s. Prometheus reaches the targets' addresses but the scrape fails (NetworkPolicy, TLS, or the pods' metrics port).", strings.Join(down, ", "))
@@ -301,16 +317,32 @@ func checkPromTarget(f *Facts) Check {
 		if len(missing) > 0 {
 			parts = append(parts, "ready pods without a target: "+strings.Join(missing, ", "))
 		}
-		c.Evidence = fmt.Sprintf("%d KubeVirt targets; %s.", len(pf.Up), strings.Join(parts, "; ")) + simulatedNote
+		c.Evidence = fmt.Sprintf("%d KubeVirt targets; %s.", current, strings.Join(parts, "; ")) + simulatedNote
 		c.Hint = "open " + strings.TrimSuffix(pf.URL, "/") + "/targets and search for " + metrics.KubeVirtJob
-	case len(simulated) > 0:
+	case len(simulated) > 0 || len(gone) > 0:
 		c.Status = OK
-		c.Evidence = fmt.Sprintf("%d KubeVirt targets, all up, covering every ready pod that serves.", len(pf.Up)) + simulatedNote
+		c.Evidence = fmt.Sprintf("%d KubeVirt targets, all up, covering every ready pod that serves.", current) + simulatedNote
 	default:
 		c.Status = OK
-		c.Evidence = fmt.Sprintf("%d KubeVirt targets, all up, covering every ready pod.", len(pf.Up))
+		c.Evidence = fmt.Sprintf("%d KubeVirt targets, all up, covering every ready pod.", current) + simulatedNote
 	}
 	return c
+}
+
+// podGone reports whether the pod of a target is known not to exist any
+// more (or to be on its way out): the install namespace's pods were read
+// and none of them is it, or it is being deleted. Unknown when the pods
+// could not be read, or the target is of another namespace.
+func (f *Facts) podGone(namespace, name string) bool {
+	if name == "" || namespace != f.Where.Namespace || f.readErr(ReadPods) != nil {
+		return false
+	}
+	for i := range f.Pods {
+		if f.Pods[i].Name == name {
+			return f.Pods[i].DeletionTimestamp != nil
+		}
+	}
+	return true
 }
 
 // keyMetrics are gauges a healthy component always exposes.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // fakeProm is a canned Prometheus HTTP API: /api/v1/query answers by the
@@ -176,6 +178,47 @@ func TestPrometheusAPI(t *testing.T) {
 				return p
 			},
 			checkName: CheckPromTarget, checkState: Fail, evidence: []string{"every KubeVirt target is down"},
+		},
+		{
+			// A pod deleted in an outage: Prometheus still holds its target
+			// (down) until its discovery next drops it.
+			name: "target of a deleted pod", want: Healthy,
+			prom: func() *fakeProm {
+				p := healthyProm()
+				p.up["virt-controller-gone1"] = 0
+				return p
+			},
+			checkName: CheckPromTarget, checkState: OK,
+			evidence: []string{"4 KubeVirt targets, all up", "Not counted: 1 targets of pods that no longer exist, down until Prometheus's discovery drops them (virt-controller-gone1)."},
+		},
+		{
+			// The real node's outage (test/e2e/realnode): the control plane
+			// is down, by its pods, not by a monitoring fault.
+			name: "target of a pod being deleted", want: ControlPlaneDown,
+			prom: func() *fakeProm {
+				p := healthyProm()
+				p.up["virt-controller-aaaaa"] = 0
+				return p
+			},
+			facts: func(f *Facts) {
+				for i := range f.Pods {
+					if f.Pods[i].Name == "virt-controller-aaaaa" {
+						now := metav1.Now()
+						f.Pods[i].DeletionTimestamp = &now
+					}
+				}
+			},
+			checkName: CheckPromTarget, checkState: OK,
+			evidence: []string{"Not counted: 1 targets of pods that no longer exist"},
+		},
+		{
+			name: "a running pod's target down", want: Degraded,
+			prom: func() *fakeProm {
+				p := healthyProm()
+				p.up["virt-controller-aaaaa"] = 0
+				return p
+			},
+			checkName: CheckPromTarget, checkState: Warn, evidence: []string{"targets down: virt-controller-aaaaa"},
 		},
 		{
 			name: "one pod without target", want: Degraded,
