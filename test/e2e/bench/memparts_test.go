@@ -26,13 +26,14 @@ import (
 // the runtime holds but does not use, and what it returned to the OS.
 type memParts struct {
 	RSS, Anon, File                   float64 // MiB, from smaps_rollup
+	FileHuge                          float64 // MiB of File mapped in 2 MiB pages (FilePmdMapped)
 	HeapInuse, HeapIdleKept, Released float64 // MiB, from go_memstats
 	Stack, Sys                        float64 // MiB
 }
 
 func (m memParts) String() string {
-	return fmt.Sprintf("RSS %.1f MiB = anonymous %.1f + file-backed (binary) %.1f; Go heap in use %.1f, heap idle not returned %.1f, returned %.1f, stacks %.1f, runtime total %.1f",
-		m.RSS, m.Anon, m.File, m.HeapInuse, m.HeapIdleKept, m.Released, m.Stack, m.Sys)
+	return fmt.Sprintf("RSS %.1f MiB = anonymous %.1f + file-backed (binary) %.1f (%.1f of it mapped in 2 MiB pages); Go heap in use %.1f, heap idle not returned %.1f, returned %.1f, stacks %.1f, runtime total %.1f",
+		m.RSS, m.Anon, m.File, m.FileHuge, m.HeapInuse, m.HeapIdleKept, m.Released, m.Stack, m.Sys)
 }
 
 func readMemParts(t *testing.T, pid int, metrics framework.Metrics) memParts {
@@ -53,6 +54,8 @@ func readMemParts(t *testing.T, pid int, metrics framework.Metrics) memParts {
 			m.RSS = v / 1024
 		case "Anonymous:":
 			m.Anon = v / 1024
+		case "FilePmdMapped:":
+			m.FileHuge = v / 1024
 		}
 	}
 	m.File = m.RSS - m.Anon
