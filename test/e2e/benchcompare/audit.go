@@ -134,6 +134,19 @@ func Count(events []AuditEvent, users []string, from, to time.Time) Counts {
 	return c
 }
 
+// LeaseWrites are the writes to Leases among the counts (an operator's
+// leader election renews one every few seconds).
+func (c Counts) LeaseWrites() int {
+	n := 0
+	for k, v := range c.ByResource {
+		verb, res, _ := strings.Cut(k, " ")
+		if res == "leases" && IsWriteVerb(verb) {
+			n += v
+		}
+	}
+	return n
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {

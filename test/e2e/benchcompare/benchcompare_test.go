@@ -46,6 +46,10 @@ func TestReadAuditAndCount(t *testing.T) {
 	if c.Requests != 4 || c.Writes != 2 || c.ByVerb["watch"] != 1 || c.ByVerb["create"] != 0 {
 		t.Errorf("Count = %s, want 4 requests, 2 writes (patch, deletecollection), 1 watch", c)
 	}
+	lease := Counts{Writes: 9, ByResource: map[string]int{"update leases": 6, "get leases": 4, "patch services": 3}}
+	if n := lease.LeaseWrites(); n != 6 {
+		t.Errorf("LeaseWrites = %d, want 6 (the updates, not the gets)", n)
+	}
 	if c.ByResource["get kubevirts"] != 1 || c.ByResource["patch (no object)"] != 1 {
 		t.Errorf("Count by resource = %v", c.ByResource)
 	}
@@ -91,7 +95,8 @@ func TestMarkdown(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
 	rep := Report{Machine: "2 CPUs", RunsEach: 1, IdleSeconds: 60, PromBound: "2m0s", From: "v1.8.4", To: "v1.9.0",
 		Runs: []Run{
-			{Operator: Upstream, N: 1, Available: f(100), Install: &Counts{Requests: 40, Writes: 10}, PrometheusNote: "not within 2m", Upgrade: f(300)},
+			{Operator: Upstream, N: 1, Available: f(100), Install: &Counts{Requests: 40, Writes: 10}, PrometheusNote: "not within 2m", Upgrade: f(300),
+				Idle: &Counts{Requests: 20, Writes: 9, ByResource: map[string]int{"update leases": 6, "patch services": 3}}},
 			{Operator: Virtop, N: 2, Available: f(50), Install: &Counts{Requests: 10, Writes: 5}, Prometheus: f(1.5), Error: "boom | bang"},
 			{Operator: Virtop, N: 3, Available: f(70), Install: &Counts{Requests: 12, Writes: 7}, Prometheus: f(2.5)},
 		},
@@ -102,7 +107,8 @@ func TestMarkdown(t *testing.T) {
 		"| API requests, created → Available | 40 | 11 | 0.28× |",
 		"| operator RSS after the idle window (MiB) | – | – | – |",
 		"| KubeVirt created → Available (s) | 100.0 | 50.0, 70.0 |",
-		"| API writes, idle 60s after Available | – | – | – |",
+		"| API writes, idle 60s after Available | 9 | – | – |",
+		"| API writes, idle 60s after Available, leader-election leases left out | 3 | – | – |",
 		"| Prometheus created → ServiceMonitor and PrometheusRule selected (s) | not within 2m | 2.0 | – |",
 		"| Prometheus created → ServiceMonitor and PrometheusRule selected (s) | not within 2m | 1.5, 2.5 |",
 		"| upgrade v1.8.4 → v1.9.0 → Available, rolled out (s) | 300.0 | – | – |",

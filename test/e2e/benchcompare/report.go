@@ -109,6 +109,13 @@ func (rep Report) Metrics() []Metric {
 		{"API writes, created → Available", "", count(func(r Run) *Counts { return r.Install }, true), nil},
 		{"API requests, idle " + idle + " after Available", "", count(func(r Run) *Counts { return r.Idle }, false), nil},
 		{"API writes, idle " + idle + " after Available", "", count(func(r Run) *Counts { return r.Idle }, true), nil},
+		{"API writes, idle " + idle + " after Available, leader-election leases left out", "", func(r Run) *float64 {
+			if r.Idle == nil || r.Idle.ByResource == nil {
+				return nil
+			}
+			v := float64(r.Idle.Writes - r.Idle.LeaseWrites())
+			return &v
+		}, nil},
 		{"operator RSS after the idle window", "MiB", func(r Run) *float64 { return mib(r.RSSKiB) }, nil},
 		{"operator peak RSS (VmHWM)", "MiB", func(r Run) *float64 { return mib(r.HWMKiB) }, nil},
 		{"Prometheus created → ServiceMonitor and PrometheusRule selected", "s", func(r Run) *float64 { return r.Prometheus }, func(r Run) string { return r.PrometheusNote }},
