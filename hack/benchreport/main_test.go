@@ -128,7 +128,13 @@ func TestFromCompare(t *testing.T) {
 		t.Errorf("Available: %+v", avail)
 	}
 	w := got["API writes, idle 60s after Available"]
-	if len(w.Upstream) != 1 || w.Upstream[0] != 150 || w.Virtop[0] != 0 || w.Target != "0" {
+	if len(w.Upstream) != 1 || w.Upstream[0] != 150 || w.Virtop[0] != 0 || w.Target != "" {
 		t.Errorf("idle writes: %+v", w)
+	}
+	if w := got["API writes, idle 60s after Available, leader-election leases left out"]; w.Target != "0" {
+		t.Errorf("idle writes without the leases: target %q, want 0", w.Target)
+	}
+	if c := got["KubeVirt created → every component pod Ready"]; c.Target != "" {
+		t.Errorf("components Ready: target %q, want none", c.Target)
 	}
 }
