@@ -240,12 +240,12 @@ func installTimed(t *testing.T, c client.Client, metricsAddr framework.Metrics, 
 	took := time.Since(created)
 	steps, b, r, a := tl.end(took)
 	t.Logf("install with %d nodes, timeline: %s", nodes, steps)
-	verbs, _, writes := framework.MustScrape(t, metricsAddr).Delta(before)
+	verbs, byKey, writes := framework.MustScrape(t, metricsAddr).Delta(before)
 	total := 0.0
 	for _, v := range verbs {
 		total += v
 	}
-	t.Logf("install with %d nodes: %s; requests %s (writes %g)", nodes, took.Round(10*time.Millisecond), framework.FormatVerbs(verbs), writes)
+	t.Logf("install with %d nodes: %s; requests %s (writes %g): %s", nodes, took.Round(10*time.Millisecond), framework.FormatVerbs(verbs), writes, framework.FormatKeys(byKey))
 	return took, total, [3]float64{b, r, a}
 }
 
