@@ -371,7 +371,12 @@ func (everyReplica) NeedLeaderElection() bool { return false }
 // toKubeVirt maps every event to the KubeVirt resources of the namespace
 // (the served one among them).
 func toKubeVirt(mgr manager.Manager, namespace string) handler.EventHandler {
-	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+	return handler.EnqueueRequestsFromMapFunc(kubeVirtsOf(mgr, namespace))
+}
+
+// kubeVirtsOf is toKubeVirt's map function.
+func kubeVirtsOf(mgr manager.Manager, namespace string) handler.MapFunc {
+	return func(ctx context.Context, _ client.Object) []reconcile.Request {
 		var list kvv1.KubeVirtList
 		if err := mgr.GetClient().List(ctx, &list, client.InNamespace(namespace)); err != nil {
 			return nil
@@ -381,7 +386,7 @@ func toKubeVirt(mgr manager.Manager, namespace string) handler.EventHandler {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&kv)})
 		}
 		return reqs
-	})
+	}
 }
 
 // optionalWatches are the kinds watched only while their CRDs serve them:
@@ -453,10 +458,18 @@ func setupController(mgr manager.Manager, r *controller.Reconciler, namespace st
 		Named("kubevirt").
 		For(&kvv1.KubeVirt{}, builder.WithPredicates(specOrLifecycleChanged())).
 		WithOptions(ctrlOptions())
+	// Workloads' rollout progress wakes the reconciler at most once a
+	// second (rolloutAware); their other events, like every other kind's,
+	// at once.
+	workloads := rolloutAware(kubeVirtsOf(mgr, namespace), rolloutProgressDelay)
 	for _, gvk := range kinds.Watched {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(gvk)
-		b = b.Watches(u, toKubeVirt)
+		h := toKubeVirt
+		if gvk.Group == "apps" {
+			h = workloads
+		}
+		b = b.Watches(u, h)
 	}
 	b = b.WatchesMetadata(crdMetadata(), toKubeVirt, builder.WithPredicates(existenceOrVersionChanged(kinds.GatedAPIs))).
 		WatchesMetadata(nodeMetadata(), toKubeVirt, builder.WithPredicates(existenceChanged())).
