@@ -388,7 +388,7 @@ func targetRows(in Input) [][5]string {
 
 // whyMemory is why the operator's resident memory misses 64 MiB
 // (docs/benchmarks.md, "Memory").
-const whyMemory = "the binary's loaded sections are 75 MB and this kernel maps most of them in 2 MiB pages; the anonymous part alone (heap, stacks, runtime) is about 70 MiB, its live heap about 33 MiB (docs/benchmarks.md, Memory)"
+const whyMemory = "the binary's loaded sections are 75 MB, of which 51 to 79 MiB were resident in these runs (nearly all when the kernel maps the binary in 2 MiB pages); the anonymous part alone (heap, stacks, runtime) is about 70 MiB, its live heap about 33 MiB (docs/benchmarks.md, Memory)"
 
 // whyCompare is why a target of the comparison is missed, by metric.
 func whyCompare(name string) string {
