@@ -8,35 +8,17 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
+	"github.com/virtop-dev/virtop/test/e2e/bench"
 	"github.com/virtop-dev/virtop/test/e2e/benchcompare"
 )
 
-// Figure is one figure of test/e2e/bench (its JSON form).
-type Figure struct {
-	Name   string    `json:"name"`
-	Unit   string    `json:"unit"`
-	Runs   []float64 `json:"runs"`
-	Median float64   `json:"median"`
-	Target string    `json:"target,omitempty"`
-	Detail string    `json:"detail,omitempty"`
-}
-
-// Sample is one reading of the operator's resident memory.
-type Sample struct {
-	At    float64 `json:"at"`
-	RSS   float64 `json:"rssMiB"`
-	Phase string  `json:"phase"`
-}
-
-// E2E is test/e2e/bench's e2e.json.
-type E2E struct {
-	Started time.Time `json:"started"`
-	Machine string    `json:"machine"`
-	Figures []Figure  `json:"figures"`
-	Memory  []Sample  `json:"memory,omitempty"`
-}
+// The figures of test/e2e/bench, as its e2e.json holds them.
+type (
+	Figure = bench.Figure
+	Sample = bench.Sample
+	E2E    = bench.Report
+)
 
 // Pair is one figure measured for both operators.
 type Pair struct {

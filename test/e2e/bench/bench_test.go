@@ -27,29 +27,17 @@ import (
 	"github.com/virtop-dev/virtop/internal/testing/poll"
 	"github.com/virtop-dev/virtop/internal/tools/devcluster"
 	"github.com/virtop-dev/virtop/internal/vocab"
+	"github.com/virtop-dev/virtop/test/e2e/benchcompare"
 	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
-// Figure is one measured figure: every run and their median.
-type Figure struct {
-	Name   string    `json:"name"`
-	Unit   string    `json:"unit"`
-	Runs   []float64 `json:"runs"`
-	Median float64   `json:"median"`
-	Target string    `json:"target,omitempty"`
-	Detail string    `json:"detail,omitempty"`
-}
-
+// report is the Report being filled, shared by the phases.
 type report struct {
-	mu      sync.Mutex
-	Started time.Time `json:"started"`
-	Machine string    `json:"machine"`
-	Figures []Figure  `json:"figures"`
-	// Memory is the operator's resident memory, sampled each second.
-	Memory []Sample `json:"memory,omitempty"`
+	mu sync.Mutex
+	Report
 }
 
-var results = &report{Started: time.Now()}
+var results = &report{Report: Report{Started: time.Now()}}
 
 func median(v []float64) float64 {
 	s := slices.Clone(v)
@@ -94,7 +82,7 @@ func writeReport(t *testing.T) {
 	results.mu.Lock()
 	defer results.mu.Unlock()
 	results.Machine = machine()
-	b, err := json.MarshalIndent(results, "", "  ")
+	b, err := json.MarshalIndent(results.Report, "", "  ")
 	if err != nil {
 		t.Error(err)
 		return
@@ -432,27 +420,23 @@ func idleMinutes(t *testing.T, metricsAddr framework.Metrics, d time.Duration, n
 	}
 }
 
-// rss reads the resident set size and its peak (kB) of a process.
+// rss reads the resident set size and its peak (KiB) of a process.
 func rss(t *testing.T, pid int) (cur, peak float64) {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	cur, peak, err := procMemory(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseFloat(f[1], 64)
-		switch f[0] {
-		case "VmRSS:":
-			cur = v
-		case "VmHWM:":
-			peak = v
-		}
-	}
 	return cur, peak
+}
+
+// procMemory reads VmRSS and VmHWM (KiB) of a process.
+func procMemory(pid int) (cur, peak float64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	return benchcompare.Memory(string(b))
 }
 
 // memory fills the cluster with unrelated objects (VIRTOP_BENCH_NAMESPACES

@@ -124,13 +124,6 @@ func saveHeapProfile(t *testing.T, pprofAddr, what string) {
 	t.Logf("heap profile of the operator (%s): %s", what, path)
 }
 
-// Sample is one reading of the operator's memory during the benchmark.
-type Sample struct {
-	At    float64 `json:"at"` // seconds since the benchmark started
-	RSS   float64 `json:"rssMiB"`
-	Phase string  `json:"phase"`
-}
-
 // sampler reads the operator's VmRSS once a second into results.Memory,
 // labelled with the benchmark's current phase.
 type sampler struct {
@@ -177,15 +170,6 @@ func (s *sampler) set(pid int, phase string) {
 func (s *sampler) end() { close(s.stop); <-s.done }
 
 func vmRSS(pid int) (float64, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, false
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
-			v, err := strconv.ParseFloat(f[1], 64)
-			return v, err == nil
-		}
-	}
-	return 0, false
+	cur, _, err := procMemory(pid)
+	return cur, err == nil
 }
