@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,24 +37,11 @@ type report struct {
 
 var results = &report{Report: Report{Started: time.Now()}}
 
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	sort.Float64s(s)
-	n := len(s)
-	if n == 0 {
-		return 0
-	}
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
 // record logs a MEASURE line for the figure and keeps it for the JSON
 // report.
 func record(t *testing.T, name, unit, target, detail string, runs ...float64) {
 	t.Helper()
-	f := Figure{Name: name, Unit: unit, Runs: runs, Median: median(runs), Target: target, Detail: detail}
+	f := Figure{Name: name, Unit: unit, Runs: runs, Median: benchcompare.Median(runs), Target: target, Detail: detail}
 	results.mu.Lock()
 	results.Figures = append(results.Figures, f)
 	results.mu.Unlock()

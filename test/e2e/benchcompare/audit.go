@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/virtop-dev/virtop/test/e2e/framework"
 )
 
 // AuditPolicy is an audit.k8s.io/v1 Policy that records the requests of
@@ -78,13 +80,15 @@ func ReadAudit(r io.Reader) ([]AuditEvent, error) {
 	return out, sc.Err()
 }
 
-// IsWriteVerb says whether an API verb changes state.
-func IsWriteVerb(verb string) bool {
-	switch verb {
-	case "create", "update", "patch", "delete", "deletecollection":
-		return true
+// isWrite says whether an audited request writes, as bench-e2e counts
+// the operator's own requests (framework.IsWrite: a review is a create that
+// stores nothing), with the resource named as the operator's metrics name
+// it (<resource>.<group>, core resources bare).
+func isWrite(verb, resource, group string) bool {
+	if group != "" {
+		resource += "." + group
 	}
-	return false
+	return framework.IsWrite(verb, resource)
 }
 
 // Counts are the requests of a time window.
@@ -119,15 +123,15 @@ func Count(events []AuditEvent, users []string, from, to time.Time) Counts {
 		}
 		c.Requests++
 		c.ByVerb[ev.Verb]++
-		res := "(no object)"
+		res, group := "(no object)", ""
 		if o := ev.ObjectRef; o != nil {
-			res = o.Resource
+			res, group = o.Resource, o.APIGroup
 			if o.Subresource != "" {
 				res += "/" + o.Subresource
 			}
 		}
 		c.ByResource[ev.Verb+" "+res]++
-		if IsWriteVerb(ev.Verb) {
+		if isWrite(ev.Verb, res, group) {
 			c.Writes++
 		}
 	}
@@ -140,7 +144,7 @@ func (c Counts) LeaseWrites() int {
 	n := 0
 	for k, v := range c.ByResource {
 		verb, res, _ := strings.Cut(k, " ")
-		if res == "leases" && IsWriteVerb(verb) {
+		if res == "leases" && isWrite(verb, res, "coordination.k8s.io") {
 			n += v
 		}
 	}
